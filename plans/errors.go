@@ -1,0 +1,116 @@
+package plans
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// ErrInvalid is matched (errors.Is) by every parse and validation error of
+// this package: *Error, Errors and the errors of ParseDSN. The CLI maps it to
+// exit code 2.
+var ErrInvalid = errors.New("invalid plan")
+
+// Error is one problem at one place: a line of a plan file, or the command
+// line flags when File is "".
+type Error struct {
+	File string // plan file path; "" when the problem is in the flags
+	Line int    // 1-based line; 0 when unknown or for flags
+	Msg  string // never holds a password
+}
+
+// Error formats the problem as "file:line: msg", "file: msg" when the line is
+// unknown, or "flags: msg".
+func (e *Error) Error() string {
+	switch {
+	case e.File == "":
+		return "flags: " + e.Msg
+	case e.Line <= 0:
+		return e.File + ": " + e.Msg
+	default:
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+}
+
+// Is reports whether target is ErrInvalid.
+func (e *Error) Is(target error) bool { return target == ErrInvalid }
+
+// Errors is every problem found in a plan, sorted: flags first, then by line.
+type Errors []*Error
+
+// Error joins the problems with newlines.
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Is reports whether target is ErrInvalid.
+func (es Errors) Is(target error) bool { return target == ErrInvalid }
+
+// Unwrap returns the single problems, so errors.As can find an *Error.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// pos is a place in the plan: a file and line, or the flags (file "").
+type pos struct {
+	file string
+	line int
+}
+
+var flagsPos = pos{}
+
+// problem is an *Error tagged with the field it is about, so that a flag
+// overriding the field can drop it.
+type problem struct {
+	field string // "name", "source", "tables.2.key", ...; "" = not droppable
+	err   *Error
+}
+
+// problems collects every problem found.
+type problems []problem
+
+func (ps *problems) add(field string, at pos, format string, args ...any) {
+	*ps = append(*ps, problem{field: field, err: &Error{File: at.file, Line: at.line, Msg: fmt.Sprintf(format, args...)}})
+}
+
+// drop removes the problems about the given fields.
+func (ps *problems) drop(fields map[string]bool) {
+	kept := (*ps)[:0]
+	for _, p := range *ps {
+		if p.field == "" || !fields[p.field] {
+			kept = append(kept, p)
+		}
+	}
+	*ps = kept
+}
+
+// err returns the problems as sorted Errors, or nil when there are none.
+func (ps problems) err() error {
+	if len(ps) == 0 {
+		return nil
+	}
+	es := make(Errors, len(ps))
+	for i, p := range ps {
+		es[i] = p.err
+	}
+	sort.SliceStable(es, func(i, j int) bool {
+		a, b := es[i], es[j]
+		if (a.File == "") != (b.File == "") {
+			return a.File == ""
+		}
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		return a.Line < b.Line
+	})
+	return es
+}

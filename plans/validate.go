@@ -1,0 +1,198 @@
+package plans
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// validName is the plan name pattern [a-z0-9_-]+.
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !('a' <= r && r <= 'z' || '0' <= r && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validIdent checks a column or table name part: the drivers quote
+// identifiers, so anything but empty names and NUL bytes is allowed.
+func validIdent(s string) bool { return s != "" && !strings.ContainsRune(s, 0) }
+
+// validTableName checks "table" or "schema.table".
+func validTableName(s string) bool {
+	for _, part := range strings.Split(s, ".") {
+		if !validIdent(part) {
+			return false
+		}
+	}
+	return strings.Count(s, ".") <= 1
+}
+
+// fillDefaults sets the defaults that depend on other fields: a table's
+// target defaults to its source name.
+func fillDefaults(p *Plan, pp *planPos) {
+	for i := range p.Tables {
+		t := &p.Tables[i]
+		if t.Target == "" && i < len(pp.tables) && !pp.tables[i].has("target") && !pp.tables[i].bad["target"] {
+			t.Target = t.Name
+		}
+	}
+}
+
+// validate checks a decoded plan with its defaults and flags applied. It
+// skips fields already reported as unreadable.
+func validate(p *Plan, pp *planPos) problems {
+	var ps problems
+	f := pp.fields
+	check := func(name string, bad bool, format string, args ...any) {
+		if bad && !f.bad[name] {
+			ps.add(f.tag(name), f.where(name), format, args...)
+		}
+	}
+
+	check("name", p.Name == "", "%s", f.missing("name"))
+	check("name", p.Name != "" && !validName(p.Name), "name %s must match [a-z0-9_-]+", f.show("name", p.Name))
+	ps = append(ps, checkDSN(f, "source", p.Source, Postgres, MySQL)...)
+	ps = append(ps, checkDSN(f, "target", p.Target, Postgres, MySQL)...)
+	ps = append(ps, checkDSN(f, "redis", p.Redis, Redis)...)
+	check("lease_ttl", p.LeaseTTL < MinLeaseTTL, "lease_ttl %v is too short (at least %v)", p.LeaseTTL, MinLeaseTTL)
+	check("batch_size", p.BatchSize < 1 || p.BatchSize > MaxBatchSize, "batch_size %d is out of range 1..%d", p.BatchSize, MaxBatchSize)
+	check("fence_column", !validIdent(p.FenceColumn), "fence_column must be a non-empty column name without NUL bytes")
+	check("max_retries", p.MaxRetries < 0, "max_retries %d must not be negative", p.MaxRetries)
+	if f.where("tables").file == "" {
+		check("tables", len(p.Tables) == 0, "table is required")
+	} else {
+		check("tables", len(p.Tables) == 0, "at least one table is required (tables: - name: ..., key: [...])")
+	}
+
+	type pair struct{ source, target string }
+	first := map[pair]pos{}
+	for i := range p.Tables {
+		if i >= len(pp.tables) || pp.tables[i].broken {
+			continue
+		}
+		t, tf := p.Tables[i], pp.tables[i]
+		ps = append(ps, validateTable(t, tf, i, p.FenceColumn)...)
+		if t.Name == "" {
+			continue
+		}
+		k := pair{t.Name, t.Target}
+		if at, dup := first[k]; dup {
+			where := "also given by flags"
+			if at.line > 0 {
+				where = "first at line " + strconv.Itoa(at.line)
+			}
+			ps.add("", tf.base, "table %s -> %s is listed twice (%s)", tf.show("name", t.Name), tf.show("target", t.Target), where)
+			continue
+		}
+		first[k] = tf.base
+	}
+	return ps
+}
+
+// checkDSN checks that a connection string is given and of a wanted engine.
+func checkDSN(f *fields, name string, d DSN, want ...Engine) problems {
+	var ps problems
+	if f.bad[name] {
+		return nil
+	}
+	if d.IsZero() {
+		ps.add(f.tag(name), f.where(name), "%s", f.missing(name))
+		return ps
+	}
+	for _, e := range want {
+		if d.Engine() == e {
+			return nil
+		}
+	}
+	schemes := make([]string, len(want))
+	for i, e := range want {
+		schemes[i] = string(e) + "://"
+	}
+	ps.add(f.tag(name), f.where(name), "%s must be a %s DSN, not %s", name, strings.Join(schemes, " or "), d.Engine())
+	return ps
+}
+
+// tableLabel names a table in messages: `table "public.orders": `.
+func tableLabel(t Table, tf *fields, i int) string {
+	if t.Name == "" {
+		return fmt.Sprintf("table #%d: ", i+1)
+	}
+	return "table " + tf.show("name", t.Name) + ": "
+}
+
+func validateTable(t Table, tf *fields, i int, fence string) problems {
+	var ps problems
+	label := tableLabel(t, tf, i)
+	check := func(name string, bad bool, format string, args ...any) {
+		if bad && !tf.bad[name] {
+			ps.add(tf.tag(name), tf.where(name), label+format, args...)
+		}
+	}
+	check("name", t.Name == "", "%s", tf.missing("name"))
+	check("name", t.Name != "" && !validTableName(t.Name), "name %s must be table or schema.table", tf.show("name", t.Name))
+	check("target", t.Target == "" && tf.has("target"), "%s", tf.missing("target"))
+	check("target", t.Target != "" && !validTableName(t.Target), "target %s must be table or schema.table", tf.show("target", t.Target))
+	check("shards", t.Shards < 1 || t.Shards > MaxShards, "shards %d is out of range 1..%d", t.Shards, MaxShards)
+
+	if !tf.bad["key"] {
+		if len(t.Key) == 0 {
+			msg := "key is required (the business key columns, e.g. key: [id])"
+			if tf.has("key") {
+				msg = "key must name at least one column"
+			}
+			ps.add(tf.tag("key"), tf.where("key"), "%s%s", label, msg)
+		}
+		ps = append(ps, checkColumns(tf, "key", t.Key, label, fence)...)
+	}
+	if !tf.bad["columns"] && t.Columns != nil {
+		if len(t.Columns) == 0 {
+			ps.add(tf.tag("columns"), tf.where("columns"), "%scolumns is empty; leave it out to copy every column", label)
+		}
+		ps = append(ps, checkColumns(tf, "columns", t.Columns, label, fence)...)
+		if !tf.bad["key"] {
+			have := map[string]bool{}
+			for _, c := range t.Columns {
+				have[c] = true
+			}
+			at := tf.where("columns")
+			if tf.where("key") == flagsPos {
+				at = flagsPos // the key flag caused it
+			}
+			for j, k := range t.Key {
+				if !have[k] && validIdent(k) {
+					have[k] = true // report each missing key column once
+					ps.add(tf.tag("columns"), at, "%scolumns must include key column %s", label, tf.showItem("key", j, k))
+				}
+			}
+		}
+	}
+	return ps
+}
+
+// checkColumns checks a list of column names: valid, no duplicates, not the
+// fence column.
+func checkColumns(tf *fields, name string, cols []string, label, fence string) problems {
+	var ps problems
+	seen := map[string]bool{}
+	for j, c := range cols {
+		at := tf.item(name, j)
+		switch {
+		case c == "":
+			ps.add(tf.tag(name), at, "%s%s has an empty column name", label, name)
+		case !validIdent(c):
+			ps.add(tf.tag(name), at, "%s%s column %s contains a NUL byte", label, name, tf.showItem(name, j, c))
+		case seen[c]:
+			ps.add(tf.tag(name), at, "%s%s lists column %s twice", label, name, tf.showItem(name, j, c))
+		case c == fence:
+			ps.add(tf.tag(name), at, "%s%s lists the fence column %s, which the migration writes itself", label, name, tf.showItem(name, j, c))
+		}
+		seen[c] = true
+	}
+	return ps
+}

@@ -1,0 +1,166 @@
+#!/usr/bin/env bash
+# Private PostgreSQL, MariaDB and Redis servers for development, tests and the demo.
+#
+#   scripts/services.sh start    install what is missing (apt-get), start the servers, print their URLs
+#   scripts/services.sh stop     stop the servers started here (by PID)
+#   scripts/services.sh status   say which are running
+#   scripts/services.sh env      print the URLs as shell exports (servers must be running)
+#
+# Every server listens on 127.0.0.1 only, on a non-default port, with its data
+# under $MIGRATE_SVC_DIR (default /tmp/migrate-services). Starting is idempotent
+# and safe to run from several processes at once (flock).
+set -euo pipefail
+
+DIR=${MIGRATE_SVC_DIR:-/tmp/migrate-services}
+PG_PORT=${MIGRATE_PG_PORT:-25432}
+MY_PORT=${MIGRATE_MYSQL_PORT:-23306}
+REDIS_PORT=${MIGRATE_REDIS_PORT:-26379}
+# Local throwaway credentials for private test servers; not secrets of any real system.
+PG_USER=migrate PG_PASS=pg-local-pw
+MY_USER=migrate MY_PASS=my-local-pw
+
+log() { echo "services: $*" >&2; }
+
+pg_url()    { echo "postgres://$PG_USER:$PG_PASS@127.0.0.1:$PG_PORT/migrate?sslmode=disable"; }
+my_url()    { echo "mysql://$MY_USER:$MY_PASS@127.0.0.1:$MY_PORT/migrate"; }
+redis_url() { echo "redis://127.0.0.1:$REDIS_PORT/0"; }
+
+print_env() {
+  echo "export MIGRATE_TEST_PG='$(pg_url)'"
+  echo "export MIGRATE_TEST_MYSQL='$(my_url)'"
+  echo "export MIGRATE_TEST_REDIS='$(redis_url)'"
+}
+
+alive() { [ -f "$1" ] && kill -0 "$(head -n1 "$1")" 2>/dev/null; }
+
+apt_updated=
+need_pkg() { # need_pkg COMMAND PACKAGE...
+  command -v "$1" >/dev/null 2>&1 && return 0
+  [ -x "/usr/sbin/$1" ] && return 0
+  log "installing ${*:2} with apt-get"
+  if [ -z "$apt_updated" ]; then apt-get update -qq >&2; apt_updated=1; fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${@:2}" >&2
+  # Debian's packages start their default service; we run our own instances only.
+  command -v systemctl >/dev/null 2>&1 || true
+}
+
+pg_bin() {
+  local d
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    local v=${d#/usr/lib/postgresql/}; v=${v%%/*}
+    if [ "${v%%.*}" -ge 15 ]; then echo "$d"; return 0; fi
+  done
+  return 1
+}
+
+wait_for() { # wait_for SECONDS DESCRIPTION COMMAND...
+  local n=$(( $1 * 10 )) what=$2; shift 2
+  while ! "$@" >/dev/null 2>&1; do
+    n=$((n - 1))
+    if [ "$n" -le 0 ]; then log "$what did not become ready; see the logs in $DIR"; return 1; fi
+    sleep 0.1
+  done
+}
+
+start_pg() {
+  local bin; bin=$(pg_bin) || { need_pkg psql postgresql; bin=$(pg_bin); }
+  local data=$DIR/pg
+  if alive "$data/postmaster.pid"; then return 0; fi
+  if [ ! -f "$data/PG_VERSION" ]; then
+    mkdir -p "$data"; chown postgres:postgres "$data"; chmod 700 "$data"
+    local pw; pw=$(mktemp); echo "$PG_PASS" >"$pw"; chown postgres "$pw"
+    runuser -u postgres -- "$bin/initdb" -D "$data" -U postgres --auth-local=trust --auth-host=scram-sha-256 \
+      --encoding=UTF8 --locale=C.UTF-8 >"$DIR/pg-init.log" 2>&1 || { rm -f "$pw"; cat "$DIR/pg-init.log" >&2; return 1; }
+    rm -f "$pw"
+    cat >>"$data/postgresql.conf" <<CONF
+listen_addresses = '127.0.0.1'
+port = $PG_PORT
+unix_socket_directories = '$DIR/pgsock'
+max_connections = 300
+fsync = off
+synchronous_commit = off
+full_page_writes = off
+shared_buffers = 256MB
+CONF
+  fi
+  mkdir -p "$DIR/pgsock"; touch "$DIR/pg.log"; chown postgres "$DIR/pg.log" "$DIR/pgsock"
+  runuser -u postgres -- "$bin/pg_ctl" -D "$data" -l "$DIR/pg.log" -w -t 60 start >&2 9>&-
+  runuser -u postgres -- "$bin/psql" -h "$DIR/pgsock" -p "$PG_PORT" -U postgres -d postgres -qtA -v ON_ERROR_STOP=1 >&2 <<SQL
+SELECT 'CREATE ROLE $PG_USER LOGIN SUPERUSER PASSWORD ''$PG_PASS''' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$PG_USER')\gexec
+SELECT 'CREATE DATABASE migrate OWNER $PG_USER' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'migrate')\gexec
+SQL
+}
+
+start_mysql() {
+  need_pkg mariadbd mariadb-server mariadb-client
+  local data=$DIR/mysql run=$DIR/mysqlrun
+  local pid=$run/mysql.pid sock=$run/mysql.sock
+  if alive "$pid"; then return 0; fi
+  if [ ! -d "$data/mysql" ]; then
+    mkdir -p "$data"; chown mysql:mysql "$data"
+    mariadb-install-db --user=mysql --datadir="$data" --auth-root-authentication-method=normal \
+      --skip-test-db >"$DIR/mysql-init.log" 2>&1 || { cat "$DIR/mysql-init.log" >&2; return 1; }
+  fi
+  mkdir -p "$run"; chown mysql "$run"
+  local mysqld; mysqld=$(command -v mariadbd || echo /usr/sbin/mariadbd)
+  "$mysqld" --no-defaults --user=mysql --datadir="$data" --port="$MY_PORT" --bind-address=127.0.0.1 \
+    --socket="$sock" --pid-file="$pid" --log-error="$run/mysql.log" \
+    --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci --max-connections=300 \
+    --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=256M --max-allowed-packet=256M \
+    --skip-name-resolve >/dev/null 2>&1 9>&- &
+  wait_for 60 MariaDB mariadb --no-defaults --socket="$sock" -uroot -e 'SELECT 1'
+  mariadb --no-defaults --socket="$sock" -uroot >&2 <<SQL
+CREATE USER IF NOT EXISTS '$MY_USER'@'127.0.0.1' IDENTIFIED BY '$MY_PASS';
+GRANT ALL ON *.* TO '$MY_USER'@'127.0.0.1' WITH GRANT OPTION;
+CREATE DATABASE IF NOT EXISTS migrate CHARACTER SET utf8mb4;
+SQL
+}
+
+start_redis() {
+  need_pkg redis-server redis-server
+  local pid=$DIR/redis.pid
+  if alive "$pid"; then return 0; fi
+  mkdir -p "$DIR/redis"
+  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --daemonize yes --pidfile "$pid" \
+    --dir "$DIR/redis" --logfile "$DIR/redis.log" --save "" --appendonly no >&2 9>&-
+  wait_for 30 Redis redis-cli -p "$REDIS_PORT" ping
+}
+
+stop_all() {
+  local bin
+  if [ -f "$DIR/pg/postmaster.pid" ] && bin=$(pg_bin); then
+    runuser -u postgres -- "$bin/pg_ctl" -D "$DIR/pg" -m fast -w stop >&2 || true
+  fi
+  local f
+  for f in "$DIR/mysqlrun/mysql.pid" "$DIR/redis.pid"; do
+    if alive "$f"; then
+      local p; p=$(head -n1 "$f"); kill "$p"
+      for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    fi
+  done
+  log "stopped"
+}
+
+status() {
+  local rc=0
+  if alive "$DIR/pg/postmaster.pid"; then echo "postgres  running  $(pg_url | sed 's/:[^:@]*@/:xxxxx@/')"; else echo "postgres  stopped"; rc=1; fi
+  if alive "$DIR/mysqlrun/mysql.pid"; then echo "mariadb   running  $(my_url | sed 's/:[^:@]*@/:xxxxx@/')"; else echo "mariadb   stopped"; rc=1; fi
+  if alive "$DIR/redis.pid"; then echo "redis     running  $(redis_url)"; else echo "redis     stopped"; rc=1; fi
+  return $rc
+}
+
+case "${1:-}" in
+  start)
+    mkdir -p "$DIR"; chmod 755 "$DIR"
+    exec 9>"$DIR/.lock"; flock 9
+    only=${2:-all}
+    case "$only" in all|pg) start_pg ;; esac
+    case "$only" in all|mysql) start_mysql ;; esac
+    case "$only" in all|redis) start_redis ;; esac
+    print_env
+    ;;
+  stop) mkdir -p "$DIR"; exec 9>"$DIR/.lock"; flock 9; stop_all ;;
+  status) status ;;
+  env) print_env ;;
+  *) echo "usage: $0 start [all|pg|mysql|redis] | stop | status | env" >&2; exit 2 ;;
+esac
