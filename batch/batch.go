@@ -1,0 +1,375 @@
+// Package batch is the copy loop of one shard (SPEC §5 C1, C3, F1, F2):
+// keyset reads from the source, and per batch one target transaction that
+// checks the fence, upserts the rows idempotently with the writer's token in
+// the fence column, and advances the cursor. A crash loses at most the one
+// uncommitted batch; the next page is read while the current one is written.
+package batch
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/migrate-dev/migrate/cursor"
+	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/fence"
+)
+
+// ErrHalted means the shard failed max_retries consecutive attempts and
+// automatic recovery gave up; an operator must look at it.
+var ErrHalted = errors.New("batch: shard halted after repeated failures")
+
+// ErrLeaseLost means the lease could no longer be trusted, so writing stopped.
+var ErrLeaseLost = errors.New("batch: lease lost")
+
+// SourceSQL is what the copier needs from the source dialect.
+type SourceSQL interface {
+	SelectPage(table []string, cols, key []string, after bool, r dialect.Range, limit int) string
+}
+
+// TargetSQL is what the copier needs from the target dialect.
+type TargetSQL interface {
+	Upsert(table []string, cols, key []string, fence string, rows int) dialect.Upsert
+	MaxParams() int
+}
+
+// Fencer checks the watermark at the start of every batch transaction.
+type Fencer interface {
+	Check(ctx context.Context, tx fence.Tx, s fence.Shard, t fence.Token, owner string) error
+}
+
+// Cursor advances the checkpoint inside the batch transaction.
+type Cursor interface {
+	Advance(ctx context.Context, q cursor.Querier, s fence.Shard, lastKey []any, rows int64, t fence.Token) error
+}
+
+// Lease is the writer's right to the shard: its context ends when the lease
+// can no longer be trusted, and its deadline bounds every transaction.
+type Lease interface {
+	Context() context.Context
+	Deadline() time.Time
+}
+
+// Spec is one shard's copy job.
+type Spec struct {
+	Shard       fence.Shard
+	Source      []string // source table identifier
+	Target      []string // target table identifier
+	Columns     []string // copied columns; includes every key column
+	Key         []string // business key, in order
+	FenceColumn string
+	Range       dialect.Range
+	BatchSize   int
+	MaxRetries  int
+}
+
+// Progress is reported after each committed batch.
+type Progress struct {
+	Rows, Inserted, Updated int64
+	LastKey                 []any
+	Elapsed                 time.Duration
+}
+
+// Result sums a Copy.
+type Result struct {
+	Rows     int64 // rows written (inserted + updated + skipped)
+	Inserted int64
+	Updated  int64 // rows that existed in the target with an older or equal token: replayed
+	Skipped  int64 // rows whose stored token was newer (never expected while the fence holds)
+	Batches  int
+	LastKey  []any
+}
+
+// Copier copies shards from a source pool to a target pool.
+type Copier struct {
+	Source    *sql.DB
+	SourceSQL SourceSQL
+	Target    *sql.DB
+	TargetSQL TargetSQL
+	Fence     Fencer
+	Cursor    Cursor
+	Log       *slog.Logger
+	OnBatch   func(fence.Shard, Progress) // may be nil
+}
+
+type page struct {
+	rows [][]any
+	err  error
+}
+
+// Copy copies the shard from after (nil: from the start of its range) to the
+// end of its range, writing under lease with token. It returns ErrLeaseLost
+// or a fence.ErrStale error when it must stop writing, ErrHalted after
+// MaxRetries consecutive failures.
+func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, after []any) (Result, error) {
+	var res Result
+	keyIdx, err := keyIndexes(spec)
+	if err != nil {
+		return res, err
+	}
+	lctx := lease.Context()
+	rctx, cancel := context.WithCancel(lctx)
+	defer cancel()
+	pages := make(chan page, 1) // prefetch one page while the current one is written
+	go c.read(rctx, spec, keyIdx, after, pages)
+
+	var avg time.Duration // moving average of a batch's write time
+	for {
+		var pg page
+		select {
+		case pg = <-pages:
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-lctx.Done():
+			return res, lost(lctx)
+		}
+		if pg.err != nil {
+			if lctx.Err() != nil {
+				return res, lost(lctx)
+			}
+			return res, pg.err
+		}
+		if len(pg.rows) == 0 {
+			return res, nil
+		}
+		last := keyOf(pg.rows[len(pg.rows)-1], keyIdx)
+		start := time.Now()
+		ins, upd, err := c.writeRetrying(ctx, spec, lease, t, owner, pg.rows, last, &avg)
+		if err != nil {
+			return res, err
+		}
+		elapsed := time.Since(start)
+		res.Batches++
+		res.Rows += int64(len(pg.rows))
+		res.Inserted += ins
+		res.Updated += upd
+		res.Skipped += int64(len(pg.rows)) - ins - upd
+		res.LastKey = last
+		if c.OnBatch != nil {
+			c.OnBatch(spec.Shard, Progress{Rows: int64(len(pg.rows)), Inserted: ins, Updated: upd, LastKey: last, Elapsed: elapsed})
+		}
+	}
+}
+
+func lost(lctx context.Context) error {
+	return fmt.Errorf("%w: %w", ErrLeaseLost, context.Cause(lctx))
+}
+
+func keyIndexes(spec Spec) ([]int, error) {
+	idx := make([]int, len(spec.Key))
+	for i, k := range spec.Key {
+		idx[i] = -1
+		for j, c := range spec.Columns {
+			if c == k {
+				idx[i] = j
+			}
+		}
+		if idx[i] < 0 {
+			return nil, fmt.Errorf("batch: key column %q is not among the copied columns", k)
+		}
+	}
+	return idx, nil
+}
+
+func keyOf(row []any, idx []int) []any {
+	k := make([]any, len(idx))
+	for i, j := range idx {
+		k[i] = row[j]
+	}
+	return k
+}
+
+// read sends pages of the shard in key order until the range ends (an empty
+// page), an error, or ctx ends.
+func (c *Copier) read(ctx context.Context, spec Spec, keyIdx []int, after []any, out chan<- page) {
+	for {
+		var rows [][]any
+		err := retry(ctx, spec.MaxRetries, func() error {
+			var err error
+			rows, err = c.readPage(ctx, spec, after)
+			return err
+		}, c.Log, spec.Shard, "read")
+		select {
+		case out <- page{rows: rows, err: err}:
+		case <-ctx.Done():
+			return
+		}
+		if err != nil || len(rows) == 0 {
+			return
+		}
+		after = keyOf(rows[len(rows)-1], keyIdx)
+	}
+}
+
+func (c *Copier) readPage(ctx context.Context, spec Spec, after []any) ([][]any, error) {
+	q := c.SourceSQL.SelectPage(spec.Source, spec.Columns, spec.Key, after != nil, spec.Range, spec.BatchSize)
+	args := append([]any{}, after...)
+	if spec.Range.Lo != nil {
+		args = append(args, spec.Range.Lo)
+	}
+	if spec.Range.Hi != nil {
+		args = append(args, spec.Range.Hi)
+	}
+	rows, err := c.Source.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("read %s after %v: %w", spec.Shard, after, err)
+	}
+	defer rows.Close()
+	out := make([][]any, 0, spec.BatchSize)
+	for rows.Next() {
+		vals := make([]any, len(spec.Columns))
+		ptrs := make([]any, len(vals))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, fmt.Errorf("read %s after %v: %w", spec.Shard, after, err)
+		}
+		out = append(out, vals)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read %s after %v: %w", spec.Shard, after, err)
+	}
+	return out, nil
+}
+
+// writeRetrying writes one batch, retrying transient failures with backoff;
+// each attempt is one whole transaction.
+func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any, avg *time.Duration) (ins, upd int64, err error) {
+	err = retry(ctx, spec.MaxRetries, func() error {
+		if err := waitForRunway(ctx, lease, *avg); err != nil {
+			return err
+		}
+		start := time.Now()
+		var err error
+		ins, upd, err = c.write(ctx, spec, lease, t, owner, rows, last)
+		if err == nil {
+			d := time.Since(start)
+			if *avg == 0 {
+				*avg = d
+			} else {
+				*avg = (*avg*7 + d) / 8
+			}
+		} else if lctx := lease.Context(); lctx.Err() != nil {
+			return permanent{lost(lctx)}
+		}
+		return err
+	}, c.Log, spec.Shard, "write")
+	return ins, upd, err
+}
+
+// waitForRunway holds a batch back until it can commit before the lease's
+// local deadline: at least twice the usual batch time must remain (L2).
+func waitForRunway(ctx context.Context, lease Lease, avg time.Duration) error {
+	need := 2*avg + 20*time.Millisecond
+	lctx := lease.Context()
+	for time.Until(lease.Deadline()) < need {
+		select {
+		case <-ctx.Done():
+			return permanent{ctx.Err()}
+		case <-lctx.Done():
+			return permanent{lost(lctx)}
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any) (ins, upd int64, err error) {
+	tctx, cancel := context.WithDeadline(lease.Context(), lease.Deadline())
+	defer cancel()
+	tx, err := c.Target.BeginTx(tctx, nil)
+	if err != nil {
+		return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := c.Fence.Check(tctx, tx, spec.Shard, t, owner); err != nil {
+		if errors.Is(err, fence.ErrStale) {
+			return 0, 0, permanent{err}
+		}
+		return 0, 0, err
+	}
+	per := (c.TargetSQL.MaxParams() - 1) / (len(spec.Columns) + 1)
+	for start := 0; start < len(rows); start += per {
+		chunk := rows[start:min(start+per, len(rows))]
+		i, u, err := c.upsert(tctx, tx, spec, t, chunk)
+		if err != nil {
+			return 0, 0, fmt.Errorf("upsert batch of %s up to %v: %w", spec.Shard, last, err)
+		}
+		ins += i
+		upd += u
+	}
+	if err := c.Cursor.Advance(tctx, tx, spec.Shard, last, int64(len(rows)), t); err != nil {
+		return 0, 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, 0, fmt.Errorf("commit batch of %s up to %v: %w", spec.Shard, last, err)
+	}
+	return ins, upd, nil
+}
+
+func (c *Copier) upsert(ctx context.Context, tx *sql.Tx, spec Spec, t fence.Token, rows [][]any) (ins, upd int64, err error) {
+	st := c.TargetSQL.Upsert(spec.Target, spec.Columns, spec.Key, spec.FenceColumn, len(rows))
+	args := make([]any, 0, len(rows)*len(spec.Columns)+1)
+	for _, r := range rows {
+		args = append(args, r...)
+	}
+	args = append(args, int64(t))
+	if st.Returns {
+		err = tx.QueryRowContext(ctx, st.SQL, args...).Scan(&ins, &upd)
+		return ins, upd, err
+	}
+	res, err := tx.ExecContext(ctx, st.SQL, args...)
+	if err != nil {
+		return 0, 0, err
+	}
+	n, err := res.RowsAffected()
+	return n, 0, err
+}
+
+// permanent marks an error that retrying cannot fix.
+type permanent struct{ err error }
+
+func (p permanent) Error() string { return p.err.Error() }
+func (p permanent) Unwrap() error { return p.err }
+
+// retry runs fn until it succeeds, fails permanently, or fails max+1 times in
+// a row; then it returns ErrHalted with the last error. Backoff doubles from
+// 100ms with full jitter, capped at 5s.
+func retry(ctx context.Context, max int, fn func() error, log *slog.Logger, sh fence.Shard, what string) error {
+	backoff := 100 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		var p permanent
+		if errors.As(err, &p) {
+			return p.err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if attempt >= max {
+			return fmt.Errorf("%w: %s %s failed %d times: %w", ErrHalted, what, sh, attempt+1, err)
+		}
+		sleep := time.Duration(rand.Int64N(int64(backoff))) + backoff/2
+		if log != nil {
+			log.Warn("batch failed, retrying", "shard", sh.String(), "op", what, "attempt", attempt+1, "backoff", sleep, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(sleep):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}

@@ -1,0 +1,106 @@
+// Command migrate copies large tables between PostgreSQL and MySQL/MariaDB in
+// checkpointed batches under a Redis lease, fenced at the target, and resumes
+// after a crash by simply running it again. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/runner"
+)
+
+// Exit codes: the contract of SPEC §4.
+const (
+	exitOK     = 0
+	exitError  = 1
+	exitUsage  = 2
+	exitDiff   = 3
+	exitFenced = 4
+	exitHalted = 5
+)
+
+const usage = `migrate copies large tables between PostgreSQL and MySQL/MariaDB in
+checkpointed batches under a Redis lease, fenced at the target.
+
+Usage:
+  migrate run      -p PLAN [--json] [--instance NAME] [--no-verify]
+  migrate status   -p PLAN [--json]
+  migrate validate -p PLAN
+
+Without -p, a single table is described by flags:
+  --source URL --target URL --redis URL --table NAME --key COLS
+
+Run 'migrate COMMAND -h' for the flags of a command.
+Exit codes: 0 done, 1 error, 2 usage or invalid plan, 3 differences found,
+4 fenced (lease lost or token refused), 5 halted (needs an operator).
+`
+
+// usageError is a command-line mistake (exit 2).
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	cmds := map[string]func(context.Context, []string, io.Writer, io.Writer) error{
+		"run":      runCmd,
+		"status":   statusCmd,
+		"validate": validateCmd,
+	}
+	name := args[0]
+	if name == "-h" || name == "--help" || name == "help" {
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	cmd, ok := cmds[name]
+	if !ok {
+		fmt.Fprintf(stderr, "migrate: unknown command %q\ntry: migrate run -p plan.yaml   (or migrate -h)\n", name)
+		return exitUsage
+	}
+	err := cmd(ctx, args[1:], stdout, stderr)
+	code := exitCode(err)
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stderr, "migrate %s: %v\n", name, err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "try: migrate %s -h\n", name)
+		}
+	}
+	return code
+}
+
+func exitCode(err error) int {
+	var ue usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue), errors.Is(err, plans.ErrInvalid):
+		return exitUsage
+	case errors.Is(err, runner.ErrFenced):
+		return exitFenced
+	case errors.Is(err, runner.ErrHalted):
+		return exitHalted
+	case errors.Is(err, runner.ErrDiff):
+		return exitDiff
+	default:
+		return exitError
+	}
+}

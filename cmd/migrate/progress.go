@@ -1,0 +1,60 @@
+package main
+
+import (
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+)
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// bar is a progress bar on stderr: rows done of the estimated total, rows/s
+// and ETA.
+type bar struct {
+	w  io.Writer
+	mu sync.Mutex
+	b  *progressbar.ProgressBar
+}
+
+func newBar(w io.Writer) *bar { return &bar{w: w} }
+
+func (b *bar) Start(total, done int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b = progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(b.w),
+		progressbar.OptionSetDescription("copying"),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("rows"),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionOnCompletion(func() { _, _ = io.WriteString(b.w, "\n") }),
+	)
+	_ = b.b.Set64(done)
+}
+
+func (b *bar) Add(rows int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.b == nil {
+		return
+	}
+	if cur := b.b.State().CurrentNum + rows; cur > b.b.GetMax64() {
+		b.b.ChangeMax64(cur) // the total was an estimate
+	}
+	_ = b.b.Add64(rows)
+}
+
+func (b *bar) Finish() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.b != nil && !b.b.IsFinished() {
+		_ = b.b.Finish()
+	}
+}

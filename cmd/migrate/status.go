@@ -1,0 +1,66 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/migrate-dev/migrate/runner"
+)
+
+// statusCmd is `migrate status`: the durable state of a plan.
+func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	var pf planFlags
+	pf.register(fs)
+	asJSON := fs.Bool("json", false, "print the status as one JSON object on stdout")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: migrate status -p PLAN [--json]\n\nShows each shard's checkpoint and fence watermark, and live leases.\nExample: migrate status -p orders.yaml --json")
+		fs.PrintDefaults()
+	}
+	if err := parse(fs, args, stderr); err != nil {
+		return err
+	}
+	plan, err := pf.load()
+	if err != nil {
+		return err
+	}
+	r, err := runner.Open(ctx, plan, runner.Options{Log: pf.logger(stderr)}, true)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	st, err := r.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(st)
+	}
+	fmt.Fprintf(stdout, "plan %s\n", st.Plan)
+	if len(st.Tables) == 0 {
+		fmt.Fprintln(stdout, "no checkpoints yet: the plan has not run against this target")
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tSHARD\tSTATE\tROWS\tLAST KEY\tTOKEN\tWATERMARK\tUPDATED")
+	for _, t := range st.Tables {
+		last := "-"
+		if t.LastKey != nil {
+			last = fmt.Sprint(t.LastKey)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%s\n", t.Table, t.Shard, t.State, t.RowsDone, last, t.Token, t.Watermark, t.UpdatedAt)
+	}
+	_ = tw.Flush()
+	if len(st.Leases) == 0 {
+		fmt.Fprintln(stdout, "leases: none held")
+	}
+	for _, l := range st.Leases {
+		fmt.Fprintf(stdout, "lease %s#%d held by %s, token %d, ttl %dms\n", l.Table, l.Shard, l.Owner, l.Token, l.TTLMs)
+	}
+	return nil
+}

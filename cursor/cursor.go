@@ -1,0 +1,190 @@
+// Package cursor keeps each shard's resume point in the target database
+// (SPEC §5 C1, C2). The checkpoint advances inside the batch's own
+// transaction, so a committed batch and its cursor are one fact; a takeover
+// reads it in the transaction that claims the fence.
+package cursor
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/migrate-dev/migrate/fence"
+)
+
+// State is a shard's progress state.
+type State string
+
+// The states of SPEC §4.
+const (
+	Pending State = "pending"
+	Running State = "running"
+	Done    State = "done"
+	Halted  State = "halted"
+)
+
+// ErrNoCheckpoint means the shard has no checkpoint row yet.
+var ErrNoCheckpoint = errors.New("cursor: no checkpoint")
+
+// Checkpoint is the durable progress of one shard.
+type Checkpoint struct {
+	Shard     fence.Shard
+	Lo, Hi    any   // shard bounds on the first key column; nil is open
+	LastKey   []any // nil before the first batch
+	RowsDone  int64
+	Token     fence.Token // token of the last writer
+	State     State
+	UpdatedAt time.Time
+}
+
+// SQL is what the cursor needs from a dialect.
+type SQL interface {
+	CheckpointInit() string
+	CheckpointRead() string
+	CheckpointAdvance() string
+	CheckpointState() string
+	CheckpointList() string
+}
+
+// Querier is what the cursor needs from a transaction or pool.
+type Querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// Store runs the checkpoint statements of one target dialect.
+type Store struct {
+	sql SQL
+}
+
+// New returns a Store using the statements of d.
+func New(d SQL) *Store { return &Store{sql: d} }
+
+// Init creates the shard's pending checkpoint with its bounds unless one
+// exists; the first instance's bounds win.
+func (s *Store) Init(ctx context.Context, q Querier, sh fence.Shard, lo, hi any) error {
+	los, err := encodeBound(lo)
+	if err != nil {
+		return err
+	}
+	his, err := encodeBound(hi)
+	if err != nil {
+		return err
+	}
+	if _, err := q.ExecContext(ctx, s.sql.CheckpointInit(), sh.Plan, sh.Table, sh.Index, los, his); err != nil {
+		return fmt.Errorf("cursor: init %s: %w", sh, err)
+	}
+	return nil
+}
+
+func encodeBound(v any) (sql.NullString, error) {
+	if v == nil {
+		return sql.NullString{}, nil
+	}
+	s, err := EncodeKey([]any{v})
+	return sql.NullString{String: s, Valid: err == nil}, err
+}
+
+func decodeBound(ns sql.NullString) (any, error) {
+	if !ns.Valid {
+		return nil, nil
+	}
+	k, err := DecodeKey(ns.String)
+	if err != nil || len(k) != 1 {
+		return nil, fmt.Errorf("cursor: bad bound %q: %v", ns.String, err)
+	}
+	return k[0], nil
+}
+
+// Read returns the shard's checkpoint, or ErrNoCheckpoint.
+func (s *Store) Read(ctx context.Context, q Querier, sh fence.Shard) (Checkpoint, error) {
+	cp := Checkpoint{Shard: sh}
+	var lo, hi, last sql.NullString
+	var tok int64
+	var state string
+	err := q.QueryRowContext(ctx, s.sql.CheckpointRead(), sh.Plan, sh.Table, sh.Index).
+		Scan(&lo, &hi, &last, &cp.RowsDone, &tok, &state, &cp.UpdatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return cp, fmt.Errorf("%w for %s", ErrNoCheckpoint, sh)
+	}
+	if err != nil {
+		return cp, fmt.Errorf("cursor: read %s: %w", sh, err)
+	}
+	cp.Token, cp.State = fence.Token(tok), State(state)
+	if cp.Lo, err = decodeBound(lo); err != nil {
+		return cp, err
+	}
+	if cp.Hi, err = decodeBound(hi); err != nil {
+		return cp, err
+	}
+	if last.Valid {
+		if cp.LastKey, err = DecodeKey(last.String); err != nil {
+			return cp, fmt.Errorf("cursor: %s: %w", sh, err)
+		}
+	}
+	return cp, nil
+}
+
+// Advance moves the shard's cursor to lastKey and adds rows to its count.
+// It must run in the batch's transaction, after the fence check.
+func (s *Store) Advance(ctx context.Context, q Querier, sh fence.Shard, lastKey []any, rows int64, t fence.Token) error {
+	k, err := EncodeKey(lastKey)
+	if err != nil {
+		return fmt.Errorf("cursor: %s: %w", sh, err)
+	}
+	res, err := q.ExecContext(ctx, s.sql.CheckpointAdvance(), k, rows, int64(t), sh.Plan, sh.Table, sh.Index)
+	if err != nil {
+		return fmt.Errorf("cursor: advance %s to %s: %w", sh, k, err)
+	}
+	return oneRow(res, sh)
+}
+
+// SetState sets the shard's state, recording the writer's token.
+func (s *Store) SetState(ctx context.Context, q Querier, sh fence.Shard, st State, t fence.Token) error {
+	res, err := q.ExecContext(ctx, s.sql.CheckpointState(), string(st), int64(t), sh.Plan, sh.Table, sh.Index)
+	if err != nil {
+		return fmt.Errorf("cursor: set %s %s: %w", sh, st, err)
+	}
+	return oneRow(res, sh)
+}
+
+func oneRow(res sql.Result, sh fence.Shard) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("cursor: %s: %w", sh, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("%w for %s", ErrNoCheckpoint, sh)
+	}
+	return nil
+}
+
+// List returns every checkpoint of a plan, ordered by table and shard.
+func (s *Store) List(ctx context.Context, q Querier, plan string) ([]Checkpoint, error) {
+	rows, err := q.QueryContext(ctx, s.sql.CheckpointList(), plan)
+	if err != nil {
+		return nil, fmt.Errorf("cursor: list %s: %w", plan, err)
+	}
+	defer rows.Close()
+	var out []Checkpoint
+	for rows.Next() {
+		cp := Checkpoint{Shard: fence.Shard{Plan: plan}}
+		var last sql.NullString
+		var tok int64
+		var state string
+		if err := rows.Scan(&cp.Shard.Table, &cp.Shard.Index, &state, &cp.RowsDone, &last, &tok, &cp.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("cursor: list %s: %w", plan, err)
+		}
+		cp.Token, cp.State = fence.Token(tok), State(state)
+		if last.Valid {
+			if cp.LastKey, err = DecodeKey(last.String); err != nil {
+				return nil, fmt.Errorf("cursor: %s: %w", cp.Shard, err)
+			}
+		}
+		out = append(out, cp)
+	}
+	return out, rows.Err()
+}

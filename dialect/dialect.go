@@ -1,0 +1,137 @@
+// Package dialect is the one place that holds the SQL differences between
+// database engines. A Dialect returns statement text; the code that runs the
+// statements (fence, cursor, batch, the run flow) is shared. Identifiers are
+// always quoted by the engine's own rules (pgx.Identifier.Sanitize for
+// PostgreSQL); values are always bind parameters.
+package dialect
+
+import (
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/migrate-dev/migrate/plans"
+)
+
+// Helper table names, created in the target database on first run.
+const (
+	FenceTable      = "_migrate_fence"
+	CheckpointTable = "_migrate_checkpoint"
+)
+
+// Column describes one column of a table as its engine reports it.
+type Column struct {
+	Name    string
+	Type    string // the engine's own type text, e.g. "numeric(12,2)"
+	NotNull bool
+}
+
+// Session holds the server-side timeouts of F3: a frozen holder's open
+// transaction must be aborted by the server before its lease could expire.
+type Session struct {
+	IdleInTransaction time.Duration
+	Statement         time.Duration
+	Lock              time.Duration
+}
+
+// SessionFor derives the F3 timeouts from a lease TTL: an idle transaction is
+// aborted after TTL/3, well before a successor could hold the lease; one
+// statement or lock wait may take at most TTL/2.
+func SessionFor(ttl time.Duration) Session {
+	return Session{IdleInTransaction: ttl / 3, Statement: ttl / 2, Lock: ttl / 2}
+}
+
+// Range bounds a shard on the first key column: rows with Lo < k1 <= Hi.
+// A nil bound is open.
+type Range struct {
+	Lo, Hi any
+}
+
+// Upsert is a batch write statement. When Returns is true the statement is a
+// query yielding one row (inserted, updated); otherwise it is executed and the
+// counts are unknown.
+type Upsert struct {
+	SQL     string
+	Returns bool
+}
+
+// Dialect produces the SQL of one engine.
+type Dialect interface {
+	// Engine names the engine.
+	Engine() plans.Engine
+	// Open connects to dsn; with a non-zero Session, every connection
+	// carries its timeouts.
+	Open(dsn plans.DSN, s Session) (*sql.DB, error)
+	// Quote quotes a possibly schema-qualified identifier.
+	Quote(ident ...string) string
+
+	// Columns lists a table's columns in ordinal order; args: the table.
+	Columns(table []string) (string, []any)
+	// TableExists yields one boolean row.
+	TableExists(table []string) (string, []any)
+	// UniqueKeys yields (index name, column name) rows for every unique
+	// index or constraint of the table, columns in index order.
+	UniqueKeys(table []string) (string, []any)
+	// EstimateRows yields one approximate row count, cheaply.
+	EstimateRows(table []string) (string, []any)
+	// CountRows yields the exact row count.
+	CountRows(table []string) string
+	// KeyBounds yields (min, max) of one column.
+	KeyBounds(table []string, col string) string
+
+	// SelectPage reads up to limit rows of cols ordered by key, after the
+	// key values given (when after is true: len(key) parameters) and
+	// within the shard range (parameters follow: lo then hi when set).
+	SelectPage(table []string, cols, key []string, after bool, r Range, limit int) string
+	// Upsert writes rows rows of cols plus the fence column: an existing
+	// row is overwritten only when its stored token is <= the incoming one.
+	Upsert(table []string, cols, key []string, fence string, rows int) Upsert
+	// MaxParams is the most bind parameters one statement may carry.
+	MaxParams() int
+
+	// CreateTable creates a table with the given columns and primary key,
+	// plus the fence column.
+	CreateTable(table []string, cols []Column, key []string, fence string) string
+	// AddFenceColumn adds the fence column to an existing table.
+	AddFenceColumn(table []string, fence string) string
+	// Helpers creates the watermark and checkpoint tables if missing.
+	Helpers() []string
+	// SetupLock serialises setup across instances for the rest of the
+	// transaction; args: a lock name.
+	SetupLock(name string) (string, []any)
+
+	// FenceClaim raises the watermark strictly (F1): args plan, table,
+	// shard, token, owner; one row affected means claimed.
+	FenceClaim() string
+	// FenceCheck locks the watermark row if it still holds exactly
+	// (token, owner): args plan, table, shard, token, owner; one row
+	// affected means still ours.
+	FenceCheck() string
+	// FenceRead yields (token, owner) of the watermark: args plan, table, shard.
+	FenceRead() string
+
+	// CheckpointInit inserts a pending checkpoint unless one exists: args
+	// plan, table, shard, lo, hi.
+	CheckpointInit() string
+	// CheckpointRead yields (lo, hi, last_key, rows_done, token, state,
+	// updated_at): args plan, table, shard.
+	CheckpointRead() string
+	// CheckpointAdvance moves the cursor: args last_key, rows, token, plan,
+	// table, shard.
+	CheckpointAdvance() string
+	// CheckpointState sets the state: args state, token, plan, table, shard.
+	CheckpointState() string
+	// CheckpointList yields (table, shard, state, rows_done, last_key,
+	// token, updated_at) of a plan: args plan.
+	CheckpointList() string
+}
+
+// For returns the dialect of an engine.
+func For(e plans.Engine) (Dialect, error) {
+	switch e {
+	case plans.Postgres:
+		return Postgres{}, nil
+	default:
+		return nil, fmt.Errorf("dialect: engine %q is not supported yet", e)
+	}
+}

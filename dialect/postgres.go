@@ -1,0 +1,260 @@
+package dialect
+
+import (
+	"database/sql"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/migrate-dev/migrate/plans"
+)
+
+// Postgres is the dialect of PostgreSQL 15+.
+type Postgres struct{}
+
+// Engine implements Dialect.
+func (Postgres) Engine() plans.Engine { return plans.Postgres }
+
+// Open implements Dialect. Timeouts are set as startup parameters, so every
+// connection of the pool carries them from its first statement.
+func (Postgres) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn.Secret())
+	if err != nil {
+		return nil, fmt.Errorf("postgres DSN %s: invalid", dsn) // pgx's text may quote the input
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = "migrate"
+	if s.IdleInTransaction > 0 {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = ms(s.IdleInTransaction)
+	}
+	if s.Statement > 0 {
+		cfg.RuntimeParams["statement_timeout"] = ms(s.Statement)
+	}
+	if s.Lock > 0 {
+		cfg.RuntimeParams["lock_timeout"] = ms(s.Lock)
+	}
+	return stdlib.OpenDB(*cfg), nil
+}
+
+func ms(d interface{ Milliseconds() int64 }) string {
+	v := d.Milliseconds()
+	if v < 1 {
+		v = 1
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// Quote implements Dialect.
+func (Postgres) Quote(ident ...string) string { return pgx.Identifier(ident).Sanitize() }
+
+func (p Postgres) quoteList(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = p.Quote(c)
+	}
+	return strings.Join(q, ", ")
+}
+
+// regclass is the table name as text for a $1::regclass cast.
+func (p Postgres) regclass(table []string) string { return p.Quote(table...) }
+
+// Columns implements Dialect.
+func (p Postgres) Columns(table []string) (string, []any) {
+	return `SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
+FROM pg_catalog.pg_attribute a
+WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`, []any{p.regclass(table)}
+}
+
+// TableExists implements Dialect.
+func (p Postgres) TableExists(table []string) (string, []any) {
+	return `SELECT to_regclass($1) IS NOT NULL`, []any{p.regclass(table)}
+}
+
+// UniqueKeys implements Dialect.
+func (p Postgres) UniqueKeys(table []string) (string, []any) {
+	return `SELECT c.relname, a.attname
+FROM pg_catalog.pg_index i
+JOIN pg_catalog.pg_class c ON c.oid = i.indexrelid
+CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, n)
+JOIN pg_catalog.pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+WHERE i.indrelid = $1::regclass AND i.indisunique AND i.indpred IS NULL AND i.indexprs IS NULL
+ORDER BY c.relname, k.n`, []any{p.regclass(table)}
+}
+
+// EstimateRows implements Dialect.
+func (p Postgres) EstimateRows(table []string) (string, []any) {
+	return `SELECT GREATEST(reltuples, 0)::bigint FROM pg_catalog.pg_class WHERE oid = $1::regclass`, []any{p.regclass(table)}
+}
+
+// CountRows implements Dialect.
+func (p Postgres) CountRows(table []string) string {
+	return "SELECT count(*) FROM " + p.Quote(table...)
+}
+
+// KeyBounds implements Dialect.
+func (p Postgres) KeyBounds(table []string, col string) string {
+	c := p.Quote(col)
+	return "SELECT min(" + c + "), max(" + c + ") FROM " + p.Quote(table...)
+}
+
+// SelectPage implements Dialect.
+func (p Postgres) SelectPage(table []string, cols, key []string, after bool, r Range, limit int) string {
+	var b strings.Builder
+	b.WriteString("SELECT " + p.quoteList(cols) + " FROM " + p.Quote(table...))
+	var where []string
+	n := 0
+	next := func() string { n++; return "$" + strconv.Itoa(n) }
+	if after {
+		ph := make([]string, len(key))
+		for i := range key {
+			ph[i] = next()
+		}
+		where = append(where, "("+p.quoteList(key)+") > ("+strings.Join(ph, ", ")+")")
+	}
+	if r.Lo != nil {
+		where = append(where, p.Quote(key[0])+" > "+next())
+	}
+	if r.Hi != nil {
+		where = append(where, p.Quote(key[0])+" <= "+next())
+	}
+	if len(where) > 0 {
+		b.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	b.WriteString(" ORDER BY " + p.quoteList(key) + " LIMIT " + strconv.Itoa(limit))
+	return b.String()
+}
+
+// Upsert implements Dialect. The token is one parameter after the row
+// values, shared by every row. xmax = 0 tells an inserted row from an updated
+// one; rows whose stored token is newer are neither.
+func (p Postgres) Upsert(table []string, cols, key []string, fence string, rows int) Upsert {
+	var b strings.Builder
+	tok := "$" + strconv.Itoa(rows*len(cols)+1)
+	b.WriteString("WITH w AS (INSERT INTO " + p.Quote(table...) + " AS t (" + p.quoteList(cols) + ", " + p.Quote(fence) + ") VALUES ")
+	n := 0
+	for r := 0; r < rows; r++ {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for range cols {
+			n++
+			b.WriteString("$" + strconv.Itoa(n) + ", ")
+		}
+		b.WriteString(tok + ")")
+	}
+	isKey := map[string]bool{}
+	for _, k := range key {
+		isKey[k] = true
+	}
+	var set []string
+	for _, c := range cols {
+		if !isKey[c] {
+			set = append(set, p.Quote(c)+" = EXCLUDED."+p.Quote(c))
+		}
+	}
+	f := p.Quote(fence)
+	set = append(set, f+" = EXCLUDED."+f)
+	b.WriteString(" ON CONFLICT (" + p.quoteList(key) + ") DO UPDATE SET " + strings.Join(set, ", "))
+	b.WriteString(" WHERE t." + f + " <= EXCLUDED." + f)
+	b.WriteString(" RETURNING (xmax = 0) AS ins) SELECT count(*) FILTER (WHERE ins), count(*) FILTER (WHERE NOT ins) FROM w")
+	return Upsert{SQL: b.String(), Returns: true}
+}
+
+// MaxParams implements Dialect.
+func (Postgres) MaxParams() int { return 65535 }
+
+// CreateTable implements Dialect.
+func (p Postgres) CreateTable(table []string, cols []Column, key []string, fence string) string {
+	defs := make([]string, 0, len(cols)+2)
+	for _, c := range cols {
+		d := p.Quote(c.Name) + " " + c.Type
+		if c.NotNull {
+			d += " NOT NULL"
+		}
+		defs = append(defs, d)
+	}
+	defs = append(defs, p.Quote(fence)+" bigint NOT NULL DEFAULT 0", "PRIMARY KEY ("+p.quoteList(key)+")")
+	return "CREATE TABLE " + p.Quote(table...) + " (\n  " + strings.Join(defs, ",\n  ") + "\n)"
+}
+
+// AddFenceColumn implements Dialect.
+func (p Postgres) AddFenceColumn(table []string, fence string) string {
+	return "ALTER TABLE " + p.Quote(table...) + " ADD COLUMN IF NOT EXISTS " + p.Quote(fence) + " bigint NOT NULL DEFAULT 0"
+}
+
+// Helpers implements Dialect.
+func (p Postgres) Helpers() []string {
+	return []string{
+		`CREATE TABLE IF NOT EXISTS ` + p.Quote(FenceTable) + ` (
+  plan text NOT NULL, tbl text NOT NULL, shard integer NOT NULL,
+  token bigint NOT NULL, owner text NOT NULL, claimed_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (plan, tbl, shard))`,
+		`CREATE TABLE IF NOT EXISTS ` + p.Quote(CheckpointTable) + ` (
+  plan text NOT NULL, tbl text NOT NULL, shard integer NOT NULL,
+  lo_key text, hi_key text, last_key text,
+  rows_done bigint NOT NULL DEFAULT 0, token bigint NOT NULL DEFAULT 0,
+  state text NOT NULL DEFAULT 'pending', updated_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (plan, tbl, shard))`,
+	}
+}
+
+// SetupLock implements Dialect.
+func (Postgres) SetupLock(name string) (string, []any) {
+	return `SELECT pg_advisory_xact_lock(hashtext($1))`, []any{name}
+}
+
+// FenceClaim implements Dialect.
+func (p Postgres) FenceClaim() string {
+	return `INSERT INTO ` + p.Quote(FenceTable) + ` AS f (plan, tbl, shard, token, owner) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (plan, tbl, shard) DO UPDATE SET token = EXCLUDED.token, owner = EXCLUDED.owner, claimed_at = now()
+WHERE f.token < EXCLUDED.token`
+}
+
+// FenceCheck implements Dialect: an UPDATE, so PostgreSQL re-evaluates the
+// condition on the newest row version after waiting for a concurrent claim.
+func (p Postgres) FenceCheck() string {
+	return `UPDATE ` + p.Quote(FenceTable) + ` SET token = token
+WHERE plan = $1 AND tbl = $2 AND shard = $3 AND token = $4 AND owner = $5`
+}
+
+// FenceRead implements Dialect.
+func (p Postgres) FenceRead() string {
+	return `SELECT token, owner FROM ` + p.Quote(FenceTable) + ` WHERE plan = $1 AND tbl = $2 AND shard = $3`
+}
+
+// CheckpointInit implements Dialect.
+func (p Postgres) CheckpointInit() string {
+	return `INSERT INTO ` + p.Quote(CheckpointTable) + ` (plan, tbl, shard, lo_key, hi_key) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (plan, tbl, shard) DO NOTHING`
+}
+
+// CheckpointRead implements Dialect.
+func (p Postgres) CheckpointRead() string {
+	return `SELECT lo_key, hi_key, last_key, rows_done, token, state, updated_at FROM ` + p.Quote(CheckpointTable) + `
+WHERE plan = $1 AND tbl = $2 AND shard = $3`
+}
+
+// CheckpointAdvance implements Dialect.
+func (p Postgres) CheckpointAdvance() string {
+	return `UPDATE ` + p.Quote(CheckpointTable) + ` SET last_key = $1, rows_done = rows_done + $2, token = $3,
+  state = 'running', updated_at = now()
+WHERE plan = $4 AND tbl = $5 AND shard = $6`
+}
+
+// CheckpointState implements Dialect.
+func (p Postgres) CheckpointState() string {
+	return `UPDATE ` + p.Quote(CheckpointTable) + ` SET state = $1, token = $2, updated_at = now()
+WHERE plan = $3 AND tbl = $4 AND shard = $5`
+}
+
+// CheckpointList implements Dialect.
+func (p Postgres) CheckpointList() string {
+	return `SELECT tbl, shard, state, rows_done, last_key, token, updated_at FROM ` + p.Quote(CheckpointTable) + `
+WHERE plan = $1 ORDER BY tbl, shard`
+}

@@ -1,0 +1,125 @@
+// Package fence is the resource layer of recovery: the target database
+// itself refuses a writer whose fencing token is not the newest (SPEC §5 F1,
+// F2). A watermark row per shard holds the highest token seen and the owner
+// that claimed it; a takeover claims it strictly, and every batch transaction
+// begins by locking it and checking it still holds exactly (token, owner).
+package fence
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+)
+
+// Token is a fencing token: issued by the lease, larger than any before it.
+type Token int64
+
+// String implements fmt.Stringer.
+func (t Token) String() string { return strconv.FormatInt(int64(t), 10) }
+
+// Shard names one unit of leased work: a key range of one table of a plan.
+type Shard struct {
+	Plan  string
+	Table string // the target table name of the plan
+	Index int
+}
+
+// String implements fmt.Stringer.
+func (s Shard) String() string { return s.Plan + "/" + s.Table + "#" + strconv.Itoa(s.Index) }
+
+// ErrStale means a newer token holds the shard: the writer must roll back and
+// stop writing.
+var ErrStale = errors.New("fence: stale token")
+
+// StaleError carries the facts of a refusal. errors.Is(err, ErrStale).
+type StaleError struct {
+	Shard     Shard
+	Token     Token  // the refused writer's token
+	Owner     string // the refused writer
+	Watermark Token  // the token the target holds
+	Holder    string // the owner that claimed the watermark
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("fence: %s: token %d of %s refused, the target holds token %d of %s",
+		e.Shard, e.Token, e.Owner, e.Watermark, e.Holder)
+}
+
+// Unwrap makes errors.Is(err, ErrStale) true.
+func (e *StaleError) Unwrap() error { return ErrStale }
+
+// SQL is what the fence needs from a dialect.
+type SQL interface {
+	FenceClaim() string
+	FenceCheck() string
+	FenceRead() string
+}
+
+// Tx is what the fence needs from a transaction (*sql.Tx satisfies it).
+type Tx interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Fence runs the watermark statements of one target dialect.
+type Fence struct {
+	sql SQL
+}
+
+// New returns a Fence using the statements of d.
+func New(d SQL) *Fence { return &Fence{sql: d} }
+
+// Claim raises the shard's watermark to t for owner, strictly: it succeeds
+// only when t is above the watermark (C2, L4). It waits for any in-flight
+// transaction of the previous holder, which holds the row locked. On refusal
+// it returns a *StaleError naming the watermark.
+func (f *Fence) Claim(ctx context.Context, tx Tx, s Shard, t Token, owner string) error {
+	res, err := tx.ExecContext(ctx, f.sql.FenceClaim(), s.Plan, s.Table, s.Index, int64(t), owner)
+	if err != nil {
+		return fmt.Errorf("fence: claim %s with token %d: %w", s, t, err)
+	}
+	return f.verdict(ctx, tx, res, s, t, owner)
+}
+
+// Check locks the watermark row for the rest of the transaction and verifies
+// it holds exactly (t, owner). Every batch transaction starts with it (F1).
+func (f *Fence) Check(ctx context.Context, tx Tx, s Shard, t Token, owner string) error {
+	res, err := tx.ExecContext(ctx, f.sql.FenceCheck(), s.Plan, s.Table, s.Index, int64(t), owner)
+	if err != nil {
+		return fmt.Errorf("fence: check %s with token %d: %w", s, t, err)
+	}
+	return f.verdict(ctx, tx, res, s, t, owner)
+}
+
+func (f *Fence) verdict(ctx context.Context, tx Tx, res sql.Result, s Shard, t Token, owner string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("fence: %s: %w", s, err)
+	}
+	if n == 1 {
+		return nil
+	}
+	stale := &StaleError{Shard: s, Token: t, Owner: owner}
+	w, holder, err := f.Watermark(ctx, tx, s)
+	if err != nil {
+		return errors.Join(stale, err)
+	}
+	stale.Watermark, stale.Holder = w, holder
+	return stale
+}
+
+// Watermark reads the shard's watermark; zero and "" when none was claimed.
+func (f *Fence) Watermark(ctx context.Context, q Tx, s Shard) (Token, string, error) {
+	var w int64
+	var holder string
+	err := q.QueryRowContext(ctx, f.sql.FenceRead(), s.Plan, s.Table, s.Index).Scan(&w, &holder)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("fence: read watermark of %s: %w", s, err)
+	}
+	return Token(w), holder, nil
+}

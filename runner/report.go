@@ -1,0 +1,99 @@
+package runner
+
+// Report is the result of a run; its JSON keys are the contract of SPEC §4.
+type Report struct {
+	Plan            string        `json:"plan"`
+	Instance        string        `json:"instance"`
+	Owner           string        `json:"owner"`
+	RowsWritten     int64         `json:"rows_written"`
+	Batches         int           `json:"batches"`
+	StaleRejections int           `json:"stale_rejections"`
+	ReplayedRows    int64         `json:"replayed_rows"`
+	ElapsedMs       int64         `json:"elapsed_ms"`
+	Takeovers       []Takeover    `json:"takeovers"`
+	Shards          []ShardResult `json:"shards"`
+	Verify          *Verification `json:"verify,omitempty"`
+}
+
+// Takeover records one shard taken over from a holder that did not release
+// its lease, and its RTO along the critical path (SPEC §6).
+type Takeover struct {
+	Table         string `json:"table"`
+	Shard         int    `json:"shard"`
+	Token         int64  `json:"token"`
+	PreviousOwner string `json:"previous_owner"`
+	WaitMs        int64  `json:"wait_ms"`
+	ElectMs       int64  `json:"elect_ms"`
+	RecoverMs     int64  `json:"recover_ms"`
+	VerifyMs      int64  `json:"verify_ms"`
+	RtoMs         int64  `json:"rto_ms"`
+	ReplayedRows  int64  `json:"replayed_rows"`
+	ResumedAfter  string `json:"resumed_after"`
+}
+
+// ShardResult says what this instance did with one shard.
+type ShardResult struct {
+	Table   string `json:"table"`
+	Shard   int    `json:"shard"`
+	State   string `json:"state"`
+	Token   int64  `json:"token"`
+	Rows    int64  `json:"rows"`
+	Batches int    `json:"batches"`
+	ByOther bool   `json:"done_by_other"`
+}
+
+// Verification is the end-of-run check. Until row-level verification lands
+// it compares row counts only (Method "count").
+type Verification struct {
+	Equal  bool          `json:"equal"`
+	Method string        `json:"method"`
+	Tables []TableVerify `json:"tables"`
+}
+
+// TableVerify is one table's verification.
+type TableVerify struct {
+	Table      string   `json:"table"`
+	SourceRows int64    `json:"source_rows"`
+	TargetRows int64    `json:"target_rows"`
+	Missing    int64    `json:"missing"`
+	Extra      int64    `json:"extra"`
+	Changed    int64    `json:"changed"`
+	Samples    []Sample `json:"samples"`
+}
+
+// Sample is one differing row.
+type Sample struct {
+	Key    any    `json:"key"`
+	Kind   string `json:"kind"`
+	Source any    `json:"source"`
+	Target any    `json:"target"`
+}
+
+// Status is the durable state of a plan, for operators (SPEC §4).
+type Status struct {
+	Plan   string        `json:"plan"`
+	Tables []ShardStatus `json:"tables"`
+	Leases []LeaseStatus `json:"leases"`
+}
+
+// ShardStatus is one checkpoint row.
+type ShardStatus struct {
+	Table     string `json:"table"`
+	Shard     int    `json:"shard"`
+	State     string `json:"state"`
+	RowsDone  int64  `json:"rows_done"`
+	LastKey   any    `json:"last_key"`
+	Token     int64  `json:"token"`
+	UpdatedAt string `json:"updated_at"`
+	Watermark int64  `json:"watermark"`
+	Holder    string `json:"holder"`
+}
+
+// LeaseStatus is one live lease in Redis.
+type LeaseStatus struct {
+	Table string `json:"table"`
+	Shard int    `json:"shard"`
+	Owner string `json:"owner"`
+	Token int64  `json:"token"`
+	TTLMs int64  `json:"ttl_ms"`
+}
