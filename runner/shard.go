@@ -68,7 +68,7 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 		backoff = 100 * time.Millisecond
 		elect := time.Since(electStart)
 		err = r.hold(ctx, j, lease, elect)
-		r.release(lease, log)
+		r.release(ctx, lease, log)
 		var rc errReclaim
 		if errors.As(err, &rc) {
 			log.Warn("redis issued a token not above the target's watermark; raising the counter (L4)", "token", lease.Token(), "watermark", int64(rc.watermark))
@@ -82,8 +82,10 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 	}
 }
 
-func (r *Runner) release(lease *lock.Lease, log interface{ Warn(string, ...any) }) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+// release gives the lease back (compare-and-delete), even when ctx was
+// cancelled by a signal.
+func (r *Runner) release(ctx context.Context, lease *lock.Lease, log interface{ Warn(string, ...any) }) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := lease.Release(ctx); err != nil && !errors.Is(err, lock.ErrNotOwner) {
 		log.Warn("lease release failed; it will expire by its TTL", "err", err)
@@ -111,7 +113,7 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	if takeover {
 		log.Info("taking over", "previous_owner", prev.Owner, "previous_token", prev.Token, "wait", lease.Wait(), "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
 	} else {
-		log.Info("lease acquired", "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
+		log.Info("holding the shard", "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
 	}
 	spec := j.spec
 	spec.Range = dialect.Range{Lo: cp.Lo, Hi: cp.Hi}
@@ -127,7 +129,7 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	if err != nil {
 		r.addShard(ShardResult{Table: j.table.Name, Shard: s.Index, State: string(cursor.Running), Token: int64(t), Rows: res.Rows, Batches: res.Batches})
 		if errors.Is(err, batch.ErrHalted) {
-			r.halt(s, t, owner, log)
+			r.halt(ctx, s, t, owner, log)
 			return fmt.Errorf("%w: %w", ErrHalted, err)
 		}
 		return r.fenced(lctx, err)
@@ -187,8 +189,8 @@ func (r *Runner) markDone(ctx context.Context, s fence.Shard, t fence.Token, own
 }
 
 // halt records the shard halted so no instance resumes it automatically.
-func (r *Runner) halt(s fence.Shard, t fence.Token, owner string, log interface{ Error(string, ...any) }) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func (r *Runner) halt(ctx context.Context, s fence.Shard, t fence.Token, owner string, log interface{ Error(string, ...any) }) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	tx, err := r.dst.BeginTx(ctx, nil)
 	if err == nil {

@@ -1,0 +1,267 @@
+package lock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/migrate-dev/migrate/internal/testsvc"
+)
+
+// recorder collects OnRenewFailure calls.
+type recorder struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (r *recorder) add(err error) { r.mu.Lock(); r.errs = append(r.errs, err); r.mu.Unlock() }
+
+func (r *recorder) all() []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]error(nil), r.errs...)
+}
+
+func TestLease_Lost(t *testing.T) {
+	rdb := sharedClient(t)
+	const ttl = 300 * time.Millisecond
+	for _, tc := range []struct {
+		name    string
+		tamper  func(ctx context.Context, base string) error
+		keyLeft bool // the lease key exists afterwards (someone else's)
+	}{
+		{"lease deleted from outside", func(ctx context.Context, base string) error {
+			return rdb.Del(ctx, leaseKey(base)).Err()
+		}, false},
+		{"owner overwritten", func(ctx context.Context, base string) error {
+			return rdb.HSet(ctx, leaseKey(base), "owner", "intruder").Err()
+		}, true},
+		{"token overwritten", func(ctx context.Context, base string) error {
+			return rdb.HSet(ctx, leaseKey(base), "token", "999").Err()
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var rec recorder
+			l := newLocker(t, rdb, Options{TTL: ttl, OnRenewFailure: rec.add})
+			base := newBase(t, rdb)
+			le := mustAcquire(t, l, base, NewOwnerID("a"))
+			if err := tc.tamper(t.Context(), base); err != nil {
+				t.Fatal(err)
+			}
+			waitDone(t, le, l.opts.RenewEvery+100*time.Millisecond)
+			if cause := context.Cause(le.Context()); cause != ErrLost {
+				t.Fatalf("cause = %v, want ErrLost", cause)
+			}
+			if errs := rec.all(); len(errs) != 1 || !errors.Is(errs[0], ErrNotOwner) {
+				t.Errorf("renew failures = %v, want one ErrNotOwner", errs)
+			}
+			pttl := rdb.PTTL(t.Context(), leaseKey(base)).Val()
+			if tc.keyLeft && pttl > ttl-l.opts.RenewEvery {
+				t.Errorf("someone else's lease was renewed: pttl %v", pttl)
+			}
+			time.Sleep(2 * l.opts.RenewEvery) // would a stray renewal bring it back?
+			if !errors.Is(context.Cause(le.Context()), ErrLost) || alive(le) {
+				t.Error("lease came back")
+			}
+			owner, err := rdb.HGet(t.Context(), leaseKey(base), "owner").Result()
+			switch {
+			case !tc.keyLeft && err == nil:
+				t.Errorf("lease key re-created for %s", owner)
+			case tc.keyLeft && err == nil && owner == le.Owner():
+				t.Error("lease key taken back")
+			}
+			if err := le.Release(t.Context()); !errors.Is(err, ErrNotOwner) {
+				t.Errorf("release = %v, want ErrNotOwner", err)
+			}
+		})
+	}
+}
+
+func TestLease_Deadline(t *testing.T) {
+	t.Run("redis stopped mid-lease", func(t *testing.T) {
+		srv := testsvc.StartRedis(t, false)
+		rdb := newClient(t, srv.URL)
+		var rec recorder
+		const ttl = time.Second
+		l := newLocker(t, rdb, Options{TTL: ttl, OnRenewFailure: rec.add})
+		le := mustAcquire(t, l, "migrate:{stop}", NewOwnerID("a"))
+		d0 := le.Deadline()
+		time.Sleep(l.opts.RenewEvery + 100*time.Millisecond) // one renewal done
+		if !le.Deadline().After(d0) {
+			t.Fatal("no renewal before the stop")
+		}
+		srv.Stop()
+		stopped := time.Now()
+		end := waitDone(t, le, ttl)
+		last := le.Deadline() // final: nothing can extend it after the stop
+		if cause := context.Cause(le.Context()); cause != ErrLost {
+			t.Fatalf("cause = %v, want ErrLost", cause)
+		}
+		const slack = 100 * time.Millisecond // timer latency on a loaded machine with -race
+		if end.Before(last) {
+			t.Errorf("cancelled %v before the deadline", last.Sub(end))
+		}
+		if end.After(last.Add(slack)) {
+			t.Errorf("cancelled %v after the deadline", end.Sub(last))
+		}
+		if v := l.opts.validity(); last.Sub(stopped) > v {
+			t.Errorf("deadline %v after the stop, more than TTL-Drift-Margin %v", last.Sub(stopped), v)
+		}
+		errs := rec.all()
+		if len(errs) == 0 {
+			t.Error("no renewal failure reported while redis was down")
+		}
+		for _, err := range errs {
+			if errors.Is(err, ErrNotOwner) {
+				t.Errorf("unreachable redis reported as %v", err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		defer cancel()
+		if err := le.Release(ctx); err == nil || errors.Is(err, ErrNotOwner) {
+			t.Errorf("release with redis down = %v, want a network error", err)
+		}
+	})
+
+	t.Run("acquire context ends the lease", func(t *testing.T) {
+		rdb := sharedClient(t)
+		l := newLocker(t, rdb, Options{TTL: 300 * time.Millisecond})
+		base := newBase(t, rdb)
+		ctx, cancel := context.WithCancel(t.Context())
+		le, err := l.Acquire(ctx, base, NewOwnerID("a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		waitDone(t, le, 50*time.Millisecond)
+		if errors.Is(context.Cause(le.Context()), ErrLost) {
+			t.Error("cancellation reported as loss")
+		}
+		if err := le.Release(t.Context()); err != nil { // still ours on the server
+			t.Errorf("release = %v", err)
+		}
+	})
+}
+
+func TestLocker_WaitFree(t *testing.T) {
+	rdb := sharedClient(t)
+	const ttl = time.Second
+	l := newLocker(t, rdb, Options{TTL: ttl})
+
+	t.Run("free at once", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		defer cancel()
+		if err := l.WaitFree(ctx, newBase(t, rdb)); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("returns when the dead holder's lease expires", func(t *testing.T) {
+		base := newBase(t, rdb)
+		if _, err := l.acquire(t.Context(), base, NewOwnerID("dead")); err != nil { // no renewals: a dead process
+			t.Fatal(err)
+		}
+		pttl := rdb.PTTL(t.Context(), leaseKey(base)).Val()
+		start := time.Now()
+		if err := l.WaitFree(t.Context(), base); err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		if took < pttl-5*time.Millisecond {
+			t.Errorf("returned after %v, server PTTL was %v", took, pttl)
+		}
+		if max := pttl + l.opts.PollEvery + 100*time.Millisecond; took > max {
+			t.Errorf("returned after %v, more than %v", took, max)
+		}
+		if n := rdb.Exists(t.Context(), leaseKey(base)).Val(); n != 0 {
+			t.Error("lease still on the server")
+		}
+	})
+
+	t.Run("waits while the holder renews", func(t *testing.T) {
+		base := newBase(t, rdb)
+		le := mustAcquire(t, l, base, NewOwnerID("live"))
+		ctx, cancel := context.WithTimeout(t.Context(), 2*ttl)
+		defer cancel()
+		if err := l.WaitFree(ctx, base); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("WaitFree = %v, want deadline exceeded", err)
+		}
+		if !alive(le) {
+			t.Fatal("holder lost its lease")
+		}
+	})
+
+	t.Run("redis errors do not end the wait", func(t *testing.T) {
+		srv := testsvc.StartRedis(t, false)
+		down := newClient(t, srv.URL)
+		lb := newLocker(t, down, Options{TTL: ttl})
+		srv.Stop()
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		defer cancel()
+		if err := lb.WaitFree(ctx, "migrate:{down}"); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("WaitFree = %v, want deadline exceeded", err)
+		}
+	})
+}
+
+func TestLease_Previous(t *testing.T) {
+	rdb := sharedClient(t)
+	const ttl = 400 * time.Millisecond
+	l := newLocker(t, rdb, Options{TTL: ttl})
+
+	t.Run("first grant", func(t *testing.T) {
+		le := mustAcquire(t, l, newBase(t, rdb), NewOwnerID("a"))
+		if le.Previous() != (Holder{}) || le.Wait() != 0 {
+			t.Errorf("previous %+v wait %v", le.Previous(), le.Wait())
+		}
+	})
+
+	t.Run("takeover after expiry", func(t *testing.T) {
+		base := newBase(t, rdb)
+		dead := NewOwnerID("dead")
+		g, err := l.acquire(t.Context(), base, dead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.WaitFree(t.Context(), base); err != nil {
+			t.Fatal(err)
+		}
+		le := mustAcquire(t, l, base, NewOwnerID("b"))
+		p := le.Previous()
+		if p.Owner != dead || p.Token != g.token || p.Released || !p.RenewedAt.Equal(g.at) {
+			t.Errorf("previous = %+v, want %s token %d at %v", p, dead, g.token, g.at)
+		}
+		if w := le.Wait(); w < ttl-time.Millisecond || w > ttl+l.opts.PollEvery+100*time.Millisecond {
+			t.Errorf("wait = %v, want about %v", w, ttl)
+		}
+		if le.Token() <= g.token {
+			t.Errorf("token %d not above %d", le.Token(), g.token)
+		}
+		g2, err := l.acquire(t.Context(), base, le.Owner()) // a retried acquire reports the same
+		if err != nil || g2.status != 2 || g2.prev != p || g2.token != le.Token() {
+			t.Errorf("retry = %+v, %v", g2, err)
+		}
+	})
+
+	t.Run("after a clean release", func(t *testing.T) {
+		base := newBase(t, rdb)
+		a := mustAcquire(t, l, base, NewOwnerID("a"))
+		if err := a.Release(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		le := mustAcquire(t, l, base, NewOwnerID("b"))
+		p := le.Previous()
+		if p.Owner != a.Owner() || p.Token != a.Token() || !p.Released || p.RenewedAt.Before(a.AcquiredAt()) {
+			t.Errorf("previous = %+v", p)
+		}
+		if le.Wait() != 0 {
+			t.Errorf("wait = %v after a clean release", le.Wait())
+		}
+		info, _ := l.Inspect(t.Context(), base)
+		if info.Last.Owner != le.Owner() || info.Last.Released {
+			t.Errorf("last = %+v", info.Last)
+		}
+	})
+}
