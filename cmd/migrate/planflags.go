@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"time"
 
 	"github.com/migrate-dev/migrate/plans"
 )
@@ -70,5 +69,3 @@ func parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
 	}
 	return nil
 }
-
-func ms(d time.Duration) int64 { return d.Milliseconds() }

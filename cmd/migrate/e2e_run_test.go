@@ -1,0 +1,274 @@
+package main_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// seedEvents creates a table with a composite key (integer, text) of
+// tenants × codes rows.
+func seedEvents(t *testing.T, e *env, tenants, codes int) int64 {
+	t.Helper()
+	exec1(t, e.src, `CREATE TABLE events (tenant integer NOT NULL, code text NOT NULL, seq bigint, note text,
+  at timestamptz, PRIMARY KEY (tenant, code))`)
+	exec1(t, e.src, `INSERT INTO events SELECT te, 'c' || lpad(c::text, 4, '0'), te * 100000 + c,
+  CASE WHEN c % 4 = 0 THEN NULL ELSE 'note ' || te || '/' || c END,
+  timestamptz '2024-02-29 23:59:59.999999+00' - c * interval '1 microsecond'
+FROM generate_series(1, $1::int) te, generate_series(1, $2::int) c`, tenants, codes)
+	return int64(tenants * codes)
+}
+
+// columnTypes lists a table's columns and types in order, as PostgreSQL
+// formats them.
+func columnTypes(t *testing.T, e *env, db string, table string) string {
+	t.Helper()
+	h := e.src
+	if db == "target" {
+		h = e.dst
+	}
+	rows, err := h.QueryContext(t.Context(), `SELECT a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var cols []string
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			t.Fatal(err)
+		}
+		cols = append(cols, c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+func TestRun_FullCopy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const nItems = 20000
+	seedItems(t, e.src, "items", nItems)
+	nEvents := seedEvents(t, e, 40, 150)
+	eventCols := []string{"tenant", "code", "note", "at"}
+	plan := e.writePlan(t,
+		tableSpec{name: "items", key: []string{"id"}},
+		tableSpec{name: "public.events", target: "events_copy", key: []string{"tenant", "code"}, columns: eventCols, shards: 3})
+
+	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "e2e-full")
+	wantCode(t, r, 0)
+	t.Logf("full copy of %d rows took %v", nItems+nEvents, r.elapsed.Round(time.Millisecond))
+
+	var raw map[string]any
+	decodeJSON(t, r, &raw)
+	requireKeys(t, "run --json", raw, "plan", "rows_written", "batches", "stale_rejections", "takeovers", "verify")
+	requireList(t, "run --json", raw, "takeovers")
+	v := requireKeys(t, "run --json verify", raw["verify"], "equal", "tables")
+	for i, tb := range requireList(t, "run --json verify", v, "tables") {
+		requireKeys(t, fmt.Sprintf("verify.tables[%d]", i), tb, "table", "source_rows", "target_rows", "missing", "extra", "changed", "samples")
+	}
+
+	var rep runReport
+	decodeJSON(t, r, &rep)
+	if rep.Plan != e.name || rep.RowsWritten != nItems+nEvents || rep.StaleRejections != 0 || len(rep.Takeovers) != 0 {
+		t.Errorf("plan %q rows_written %d stale_rejections %d takeovers %d; want %q, %d, 0, 0",
+			rep.Plan, rep.RowsWritten, rep.StaleRejections, len(rep.Takeovers), e.name, nItems+nEvents)
+	}
+	if min := nItems/e.batchSize + 3; rep.Batches < min {
+		t.Errorf("batches %d, want at least %d", rep.Batches, min)
+	}
+	if rep.Verify == nil || !rep.Verify.Equal || len(rep.Verify.Tables) != 2 {
+		t.Fatalf("verify: %+v, want equal over 2 tables", rep.Verify)
+	}
+	if len(rep.Shards) != 4 {
+		t.Errorf("shards: %+v, want 1 of items and 3 of events", rep.Shards)
+	}
+	for _, s := range rep.Shards {
+		if s.State != "done" || s.Token <= 0 {
+			t.Errorf("shard %s#%d: state %q token %d, want done with a token", s.Table, s.Shard, s.State, s.Token)
+		}
+	}
+
+	// The target, by SQL: same rows, same types (C4 created the tables).
+	assertSameRows(t, e, "items", "items", itemsColumns, []string{"id"}, nItems)
+	assertSameRows(t, e, "events", "events_copy", eventCols, []string{"tenant", "code"}, nEvents)
+	if got, want := columnTypes(t, e, "target", "items"), columnTypes(t, e, "source", "items")+", _fence bigint"; got != want {
+		t.Errorf("target items columns\n got %s\nwant %s", got, want)
+	}
+	if got := columnTypes(t, e, "target", "events_copy"); got != "tenant integer, code text, note text, at timestamp with time zone, _fence bigint" {
+		t.Errorf("target events_copy columns: %s", got)
+	}
+	var sum int64
+	for i := range 3 {
+		cp := readCheckpoint(t, e.dst, e.name, "events_copy", i)
+		if cp.state != "done" || cp.rowsDone == 0 {
+			t.Errorf("events_copy#%d checkpoint %+v, want done with rows (the 3 shards split 40 tenants)", i, cp)
+		}
+		sum += cp.rowsDone
+	}
+	if sum != nEvents {
+		t.Errorf("events_copy shards hold %d rows done, want %d", sum, nEvents)
+	}
+	if cp := readCheckpoint(t, e.dst, e.name, "items", 0); cp.state != "done" || cp.rowsDone != nItems {
+		t.Errorf("items checkpoint %+v, want done with %d rows", cp, nItems)
+	}
+}
+
+func TestRun_ResumeAfterSIGKILL(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 200000
+	e.leaseTTL, e.batchSize = "2s", 1000
+	seedBig(t, e.src, "big", n)
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+
+	first := startMigrate(t, "run", "-p", plan, "--json", "--instance", "victim")
+	at := waitProgress(t, first, e.dst, e.name, "big", n*3/10, n*9/10)
+	killed := first.kill(t)
+	if killed.code != -1 {
+		t.Fatalf("the first run was not killed by the signal: %s", killed)
+	}
+	before := readCheckpoint(t, e.dst, e.name, "big", 0)
+	tokBefore, ownerBefore := readFence(t, e.dst, e.name, "big", 0)
+	t.Logf("killed the holder at %d rows done (checkpoint after the kill: %d, token %d)", at, before.rowsDone, tokBefore)
+	if before.rowsDone >= n || before.state == "done" {
+		t.Fatalf("checkpoint %+v: the copy finished before the kill", before)
+	}
+
+	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "survivor")
+	wantCode(t, r, 0)
+	var rep runReport
+	decodeJSON(t, r, &rep)
+	if len(rep.Takeovers) != 1 {
+		t.Fatalf("takeovers %+v, want exactly one\n%s", rep.Takeovers, r)
+	}
+	to := rep.Takeovers[0]
+	if to.Table != "big" || to.Shard != 0 || to.PreviousOwner != ownerBefore || to.Token <= tokBefore {
+		t.Errorf("takeover %+v, want big#0 from %q with a token above %d", to, ownerBefore, tokBefore)
+	}
+	if to.ReplayedRows > int64(e.batchSize) {
+		t.Errorf("takeover replayed %d rows, want at most one batch (%d)", to.ReplayedRows, e.batchSize)
+	}
+	if rep.RowsWritten != n-before.rowsDone {
+		t.Errorf("second run wrote %d rows, want the %d left after the checkpoint", rep.RowsWritten, n-before.rowsDone)
+	}
+	if rep.Verify == nil || !rep.Verify.Equal {
+		t.Errorf("verify %+v, want equal", rep.Verify)
+	}
+	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+	if cp := readCheckpoint(t, e.dst, e.name, "big", 0); cp.state != "done" || cp.rowsDone != n || cp.token != to.Token {
+		t.Errorf("checkpoint %+v, want done, %d rows, token %d", cp, n, to.Token)
+	}
+	if tok, owner := readFence(t, e.dst, e.name, "big", 0); tok != to.Token || owner == ownerBefore {
+		t.Errorf("watermark token %d owner %q, want %d of the survivor", tok, owner, to.Token)
+	}
+
+	// Waste, measured by the target itself: every row version written to the
+	// table, by committed and rolled-back transactions of both runs, less the
+	// rows that had to be written once.
+	writes := writesToTable(t, e.dst, "big", n)
+	wasted := writes - n
+	t.Logf("MEASURED: wasted rows = n_tup_ins+n_tup_upd (%d) - N (%d) = %d (batch_size %d); takeover replayed_rows = %d, rto_ms = %d (wait_ms %d)",
+		writes, n, wasted, e.batchSize, to.ReplayedRows, to.RtoMs, to.WaitMs)
+	if wasted > int64(e.batchSize) {
+		t.Errorf("%d rows written beyond the %d needed; want at most one batch (%d)", wasted, n, e.batchSize)
+	}
+}
+
+func TestRun_FinishedPlanExitsQuickly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 5000
+	seedBig(t, e.src, "big", n)
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 2})
+	wantCode(t, runMigrate(t, "run", "-p", plan), 0)
+
+	r := runMigrate(t, "run", "-p", plan, "--json")
+	wantCode(t, r, 0)
+	var rep runReport
+	decodeJSON(t, r, &rep)
+	if rep.RowsWritten != 0 || rep.Batches != 0 || len(rep.Takeovers) != 0 {
+		t.Errorf("second run: rows_written %d batches %d takeovers %d, want nothing done", rep.RowsWritten, rep.Batches, len(rep.Takeovers))
+	}
+	if len(rep.Shards) != 2 {
+		t.Errorf("shards %+v, want 2", rep.Shards)
+	}
+	for _, s := range rep.Shards {
+		if s.State != "done" {
+			t.Errorf("shard %s#%d state %q, want done", s.Table, s.Shard, s.State)
+		}
+	}
+	// A finished plan needs no lease: well under the 30s TTL a wait would take.
+	if r.elapsed > 10*time.Second {
+		t.Errorf("second run took %v", r.elapsed)
+	}
+	t.Logf("second run of a finished plan took %v", r.elapsed.Round(time.Millisecond))
+	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+}
+
+func TestRun_ExitCodes(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	unknownKey := write("unknown.yaml", "name: p1\nsource: postgres://u@127.0.0.1:1/s\nbatchsize: 10\ntarget: postgres://u@127.0.0.1:1/t\nredis: redis://127.0.0.1:1/0\ntables:\n  - name: a\n    key: [id]\n")
+	badTable := write("badtable.yaml", "name: p1\nsource: postgres://u@127.0.0.1:1/s\ntarget: postgres://u@127.0.0.1:1/t\nredis: redis://127.0.0.1:1/0\ntables:\n  - name: a\n    key: [id]\n    shard: 2\n")
+
+	for _, tc := range []struct {
+		name   string
+		args   []string
+		code   int
+		stderr string
+	}{
+		{"unknown key", []string{"run", "-p", unknownKey}, 2, unknownKey + ":3:"},
+		{"unknown key validate", []string{"validate", "-p", unknownKey}, 2, unknownKey + ":3:"},
+		{"unknown table key", []string{"run", "-p", badTable}, 2, badTable + ":8:"},
+		{"unknown command", []string{"frobnicate", "-p", unknownKey}, 2, "unknown command"},
+		{"no command", nil, 2, "Usage"},
+		{"no plan", []string{"run"}, 2, "no plan"},
+		{"missing plan file", []string{"run", "-p", filepath.Join(dir, "absent.yaml")}, 2, "absent.yaml"},
+		{"unknown flag", []string{"status", "-p", unknownKey, "--frob"}, 2, "frob"},
+		{"stray argument", []string{"validate", "-p", unknownKey, "extra"}, 2, "extra"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runMigrate(t, tc.args...)
+			wantCode(t, r, tc.code)
+			if !strings.Contains(r.stderr, tc.stderr) {
+				t.Errorf("stderr does not mention %q:\n%s", tc.stderr, r)
+			}
+			if r.stdout != "" {
+				t.Errorf("an error printed on stdout:\n%s", r)
+			}
+		})
+	}
+
+	t.Run("verification mismatch", func(t *testing.T) {
+		e := newEnv(t)
+		const n = 3000
+		seedBig(t, e.src, "big", n)
+		exec1(t, e.dst, `CREATE TABLE big (id bigint PRIMARY KEY, payload text, n integer, _fence bigint NOT NULL DEFAULT 0)`)
+		exec1(t, e.dst, `INSERT INTO big VALUES (999999999, 'only in the target', 1, 0)`)
+		plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+		r := runMigrate(t, "run", "-p", plan, "--json")
+		wantCode(t, r, 3)
+		var rep runReport
+		decodeJSON(t, r, &rep)
+		if rep.Verify == nil || rep.Verify.Equal || len(rep.Verify.Tables) != 1 {
+			t.Fatalf("verify %+v, want one unequal table", rep.Verify)
+		}
+		if tv := rep.Verify.Tables[0]; tv.SourceRows != n || tv.TargetRows != n+1 || tv.Extra != 1 || tv.Missing != 0 {
+			t.Errorf("verify table %+v, want source %d, target %d, 1 extra", tv, n, n+1)
+		}
+		if rep.RowsWritten != n {
+			t.Errorf("rows_written %d, want %d (the copy itself completes)", rep.RowsWritten, n)
+		}
+	})
+}

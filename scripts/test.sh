@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The test command: start private PostgreSQL, MariaDB and Redis (installing
+# what is missing), check formatting and vet, run staticcheck, run every test
+# against the real services.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+eval "$(scripts/services.sh start)"
+export MIGRATE_TEST_PG MIGRATE_TEST_MYSQL MIGRATE_TEST_REDIS
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
+if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
+echo "== go vet"
+go vet ./...
+echo "== staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+echo "== go test"
+go test -race -count=1 -timeout 15m "$@" ./...
