@@ -51,6 +51,17 @@ func (b *bar) Add(rows int64) {
 	_ = b.b.Add64(rows)
 }
 
+// Write writes a log line above the bar: the bar is cleared first and drawn
+// again by the next Add.
+func (b *bar) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.b != nil && !b.b.IsFinished() {
+		_ = b.b.Clear()
+	}
+	return b.w.Write(p)
+}
+
 func (b *bar) Finish() {
 	b.mu.Lock()
 	defer b.mu.Unlock()

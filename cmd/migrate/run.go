@@ -33,11 +33,17 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	log := pf.logger(stderr)
+	var progress *bar
+	logTo := stderr
+	if !*noProgress && isTerminal(os.Stderr) {
+		progress = newBar(stderr)
+		logTo = progress // log lines go above the bar
+	}
+	log := pf.logger(logTo)
 	owner := lock.NewOwnerID(*instance)
 	opts := runner.Options{Instance: *instance, Owner: owner, NoVerify: *noVerify, Log: log}
-	if !*noProgress && isTerminal(os.Stderr) {
-		opts.Progress = newBar(stderr)
+	if progress != nil {
+		opts.Progress = progress
 	}
 	log.Info("starting", "plan", plan.Name, "owner", owner, "source", plan.Source, "target", plan.Target, "redis", plan.Redis)
 	r, err := runner.Open(ctx, plan, opts, false)
