@@ -125,11 +125,11 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token
 		case <-ctx.Done():
 			return res, ctx.Err()
 		case <-lctx.Done():
-			return res, lost(lctx)
+			return res, lost(ctx, lctx)
 		}
 		if pg.err != nil {
 			if lctx.Err() != nil {
-				return res, lost(lctx)
+				return res, lost(ctx, lctx)
 			}
 			return res, pg.err
 		}
@@ -155,7 +155,12 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token
 	}
 }
 
-func lost(lctx context.Context) error {
+// lost explains why the lease context ended: the run itself was cancelled
+// (a signal: not a lease problem), or the lease can no longer be trusted.
+func lost(ctx, lctx context.Context) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	return fmt.Errorf("%w: %w", ErrLeaseLost, context.Cause(lctx))
 }
 
@@ -255,7 +260,7 @@ func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fe
 				*avg = (*avg*7 + d) / 8
 			}
 		} else if lctx := lease.Context(); lctx.Err() != nil {
-			return permanent{lost(lctx)}
+			return permanent{lost(ctx, lctx)}
 		}
 		return err
 	}, c.Log, spec.Shard, "write")
@@ -272,7 +277,7 @@ func waitForRunway(ctx context.Context, lease Lease, avg time.Duration) error {
 		case <-ctx.Done():
 			return permanent{ctx.Err()}
 		case <-lctx.Done():
-			return permanent{lost(lctx)}
+			return permanent{lost(ctx, lctx)}
 		case <-time.After(10 * time.Millisecond):
 		}
 	}

@@ -12,7 +12,7 @@ type Report struct {
 	ElapsedMs       int64         `json:"elapsed_ms"`
 	Takeovers       []Takeover    `json:"takeovers"`
 	Shards          []ShardResult `json:"shards"`
-	Verify          *Verification `json:"verify,omitempty"`
+	Verify          *Verification `json:"verify"` // null with --no-verify
 }
 
 // Takeover records one shard taken over from a holder that did not release

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -271,5 +272,122 @@ func TestRun_FlushallRedis_L4(t *testing.T) {
 	if got := queryInt(t, e.dst, `SELECT count(*) FROM big WHERE id > $1 AND _fence <> $2`, before.rowsDone, tok); got != 0 {
 		t.Errorf("%d rows copied after the restart carry another token than %d", got, tok)
 	}
+	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+}
+
+// TestRun_TwoInstances runs the same plan twice at once: each shard is copied
+// by exactly one of them, and both exit 0 once every shard is done (SPEC §4).
+func TestRun_TwoInstances(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 100000
+	e.batchSize, e.leaseTTL = 500, "5s"
+	seedBig(t, e.src, "big", n)
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 4})
+
+	a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
+	b := startMigrate(t, "run", "-p", plan, "--json", "--instance", "b")
+	var total int64
+	for _, p := range []*proc{a, b} {
+		r := p.wait(t)
+		wantCode(t, r, 0)
+		var rep runReport
+		decodeJSON(t, r, &rep)
+		if len(rep.Shards) != 4 || rep.StaleRejections != 0 || len(rep.Takeovers) != 0 {
+			t.Errorf("%v: shards %+v stale %d takeovers %+v, want 4 shards, no rejections, no takeovers",
+				p.cmd.Args[1:], rep.Shards, rep.StaleRejections, rep.Takeovers)
+		}
+		for _, s := range rep.Shards {
+			if s.State != "done" {
+				t.Errorf("%v: shard %d state %q", p.cmd.Args[1:], s.Shard, s.State)
+			}
+		}
+		total += rep.RowsWritten
+		t.Logf("instance %s wrote %d rows in %v", p.cmd.Args[len(p.cmd.Args)-1], rep.RowsWritten, r.elapsed.Round(time.Millisecond))
+	}
+	if total != n {
+		t.Errorf("the instances wrote %d rows together, want %d", total, n)
+	}
+	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+	if writes := writesToTable(t, e.dst, "big", n); writes != n {
+		t.Errorf("the target saw %d row writes, want %d: no row is written twice without a crash", writes, n)
+	}
+}
+
+// TestRun_SIGTERMReleasesLease stops a holder with SIGTERM: it rolls back,
+// releases its lease at once (L3) instead of leaving it to expire, and the
+// next run resumes without waiting for the TTL and without a takeover.
+func TestRun_SIGTERMReleasesLease(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 200000
+	e.leaseTTL = "30s"
+	seedBig(t, e.src, "big", n)
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+
+	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "term")
+	waitProgress(t, p, e.dst, e.name, "big", n/5, n*9/10)
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	t.Logf("after SIGTERM: exit %d in %v", r.code, r.elapsed.Round(time.Millisecond))
+	// Neither done nor fenced: nobody took the lease and no token was refused.
+	if r.code != 1 {
+		t.Errorf("want exit 1 (error) after SIGTERM mid-copy, got %d: exit 4 would tell scripts the lease was lost\n%s", r.code, r)
+	}
+	if _, leases := statusOf(t, plan); len(leases) != 0 {
+		t.Errorf("leases after SIGTERM: %v, want none", leases)
+	}
+	before := readCheckpoint(t, e.dst, e.name, "big", 0)
+
+	r = runMigrate(t, "run", "-p", plan, "--json", "--instance", "next")
+	wantCode(t, r, 0)
+	var rep runReport
+	decodeJSON(t, r, &rep)
+	if len(rep.Takeovers) != 0 || rep.RowsWritten != n-before.rowsDone {
+		t.Errorf("takeovers %+v rows_written %d, want none and %d", rep.Takeovers, rep.RowsWritten, n-before.rowsDone)
+	}
+	if r.elapsed > 20*time.Second {
+		t.Errorf("the next run took %v: did it wait for the 30s lease?", r.elapsed)
+	}
+	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+}
+
+// TestRun_RedisDownFencesHolder stops Redis under a holder: it cannot renew,
+// so it must stop writing by its local deadline (L2) and exit 4; once Redis
+// is back (empty), the next run finishes the copy.
+func TestRun_RedisDownFencesHolder(t *testing.T) {
+	t.Parallel()
+	rs := testsvc.StartRedis(t, false)
+	e := newEnv(t)
+	const n, ttl = 200000, 2 * time.Second
+	e.redisURL, e.leaseTTL = rs.URL, ttl.String()
+	seedBig(t, e.src, "big", n)
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+
+	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "cut")
+	waitProgress(t, p, e.dst, e.name, "big", n/10, n*6/10)
+	stopped := time.Now()
+	rs.Stop()
+	r := p.wait(t)
+	wantCode(t, r, 4)
+	var last time.Time
+	if err := e.dst.QueryRowContext(t.Context(), `SELECT updated_at FROM _migrate_checkpoint WHERE plan = $1`, e.name).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	cp := readCheckpoint(t, e.dst, e.name, "big", 0)
+	t.Logf("Redis stopped; the holder exited 4 after %v, its last commit %v after the stop, %d rows done",
+		time.Since(stopped).Round(time.Millisecond), last.Sub(stopped).Round(time.Millisecond), cp.rowsDone)
+	if last.After(stopped.Add(ttl)) {
+		t.Errorf("a batch committed %v after Redis stopped, past the lease TTL %v", last.Sub(stopped), ttl)
+	}
+	if cp.state == "done" || cp.rowsDone >= n {
+		t.Fatalf("checkpoint %+v: the copy finished anyway", cp)
+	}
+
+	rs.Start()
+	r = runMigrate(t, "run", "-p", plan, "--json")
+	wantCode(t, r, 0)
 	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
 }

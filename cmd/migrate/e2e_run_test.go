@@ -1,6 +1,8 @@
 package main_test
 
 import (
+	"database/sql"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -8,6 +10,86 @@ import (
 	"testing"
 	"time"
 )
+
+// runReport is the part of `run --json` (SPEC §4) the tests read.
+type runReport struct {
+	Plan            string `json:"plan"`
+	RowsWritten     int64  `json:"rows_written"`
+	Batches         int    `json:"batches"`
+	StaleRejections int    `json:"stale_rejections"`
+	Takeovers       []struct {
+		Table         string `json:"table"`
+		Shard         int    `json:"shard"`
+		Token         int64  `json:"token"`
+		PreviousOwner string `json:"previous_owner"`
+		RtoMs         int64  `json:"rto_ms"`
+		WaitMs        int64  `json:"wait_ms"`
+		ReplayedRows  int64  `json:"replayed_rows"`
+	} `json:"takeovers"`
+	Shards []struct {
+		Table string `json:"table"`
+		Shard int    `json:"shard"`
+		State string `json:"state"`
+		Token int64  `json:"token"`
+		Rows  int64  `json:"rows"`
+	} `json:"shards"`
+	Verify *struct {
+		Equal  bool `json:"equal"`
+		Tables []struct {
+			Table      string `json:"table"`
+			SourceRows int64  `json:"source_rows"`
+			TargetRows int64  `json:"target_rows"`
+			Missing    int64  `json:"missing"`
+			Extra      int64  `json:"extra"`
+			Changed    int64  `json:"changed"`
+		} `json:"tables"`
+	} `json:"verify"`
+}
+
+// decodeJSON decodes stdout, which must be exactly one JSON object, into v.
+func decodeJSON(t *testing.T, r result, v any) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	if err := dec.Decode(v); err != nil {
+		t.Fatalf("stdout is not a JSON object: %v\n%s", err, r)
+	}
+	if dec.More() {
+		t.Fatalf("stdout holds more than one JSON value\n%s", r)
+	}
+}
+
+// requireKeys fails unless obj (a JSON object) has every key.
+func requireKeys(t *testing.T, where string, obj any, keys ...string) map[string]any {
+	t.Helper()
+	m, ok := obj.(map[string]any)
+	if !ok {
+		t.Fatalf("%s: want a JSON object, got %T (%v)", where, obj, obj)
+	}
+	for _, k := range keys {
+		if _, ok := m[k]; !ok {
+			t.Errorf("%s: key %q missing (have %v)", where, k, keysOf(m))
+		}
+	}
+	return m
+}
+
+// requireList fails unless obj[key] is a JSON array, and returns it.
+func requireList(t *testing.T, where string, obj map[string]any, key string) []any {
+	t.Helper()
+	l, ok := obj[key].([]any)
+	if !ok {
+		t.Fatalf("%s: %q is %T (%v), want an array", where, key, obj[key], obj[key])
+	}
+	return l
+}
+
+func keysOf(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	return ks
+}
 
 // seedEvents creates a table with a composite key (integer, text) of
 // tenants × codes rows.
@@ -24,13 +106,9 @@ FROM generate_series(1, $1::int) te, generate_series(1, $2::int) c`, tenants, co
 
 // columnTypes lists a table's columns and types in order, as PostgreSQL
 // formats them.
-func columnTypes(t *testing.T, e *env, db string, table string) string {
+func columnTypes(t *testing.T, db *sql.DB, table string) string {
 	t.Helper()
-	h := e.src
-	if db == "target" {
-		h = e.dst
-	}
-	rows, err := h.QueryContext(t.Context(), `SELECT a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+	rows, err := db.QueryContext(t.Context(), `SELECT a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
 FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`, table)
 	if err != nil {
 		t.Fatal(err)
@@ -95,10 +173,10 @@ func TestRun_FullCopy(t *testing.T) {
 	// The target, by SQL: same rows, same types (C4 created the tables).
 	assertSameRows(t, e, "items", "items", itemsColumns, []string{"id"}, nItems)
 	assertSameRows(t, e, "events", "events_copy", eventCols, []string{"tenant", "code"}, nEvents)
-	if got, want := columnTypes(t, e, "target", "items"), columnTypes(t, e, "source", "items")+", _fence bigint"; got != want {
+	if got, want := columnTypes(t, e.dst, "items"), columnTypes(t, e.src, "items")+", _fence bigint"; got != want {
 		t.Errorf("target items columns\n got %s\nwant %s", got, want)
 	}
-	if got := columnTypes(t, e, "target", "events_copy"); got != "tenant integer, code text, note text, at timestamp with time zone, _fence bigint" {
+	if got := columnTypes(t, e.dst, "events_copy"); got != "tenant integer, code text, note text, at timestamp with time zone, _fence bigint" {
 		t.Errorf("target events_copy columns: %s", got)
 	}
 	var sum int64
@@ -140,6 +218,12 @@ func TestRun_ResumeAfterSIGKILL(t *testing.T) {
 
 	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "survivor")
 	wantCode(t, r, 0)
+	var raw map[string]any
+	decodeJSON(t, r, &raw)
+	for i, to := range requireList(t, "run --json", raw, "takeovers") {
+		requireKeys(t, fmt.Sprintf("takeovers[%d]", i), to, "table", "shard", "token", "previous_owner",
+			"wait_ms", "elect_ms", "recover_ms", "verify_ms", "rto_ms", "replayed_rows")
+	}
 	var rep runReport
 	decodeJSON(t, r, &rep)
 	if len(rep.Takeovers) != 1 {
@@ -175,6 +259,57 @@ func TestRun_ResumeAfterSIGKILL(t *testing.T) {
 		writes, n, wasted, e.batchSize, to.ReplayedRows, to.RtoMs, to.WaitMs)
 	if wasted > int64(e.batchSize) {
 		t.Errorf("%d rows written beyond the %d needed; want at most one batch (%d)", wasted, n, e.batchSize)
+	}
+}
+
+// TestRun_ResumeShardsCompositeKey kills a holder of three shards of a
+// table with an (integer, text) key; the next run takes over every shard and
+// resumes each after its decoded checkpoint key.
+func TestRun_ResumeShardsCompositeKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.leaseTTL, e.batchSize = "2s", 1000
+	n := seedEvents(t, e, 200, 1000)
+	cols, key := []string{"tenant", "code", "seq", "note", "at"}, []string{"tenant", "code"}
+	plan := e.writePlan(t, tableSpec{name: "events", key: key, shards: 3})
+
+	first := startMigrate(t, "run", "-p", plan, "--instance", "victim")
+	waitProgress(t, first, e.dst, e.name, "events", n*3/10, n*9/10)
+	first.kill(t)
+	var doneBefore int64
+	tokens := map[int]int64{}
+	for i := range 3 {
+		cp := readCheckpoint(t, e.dst, e.name, "events", i)
+		if cp.state == "done" || cp.rowsDone == 0 {
+			t.Fatalf("shard %d checkpoint %+v at the kill, want every shard part-way", i, cp)
+		}
+		doneBefore += cp.rowsDone
+		tokens[i], _ = readFence(t, e.dst, e.name, "events", i)
+	}
+
+	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "survivor")
+	wantCode(t, r, 0)
+	var rep runReport
+	decodeJSON(t, r, &rep)
+	if len(rep.Takeovers) != 3 {
+		t.Fatalf("takeovers %+v, want one per shard\n%s", rep.Takeovers, r)
+	}
+	var replayed int64
+	for _, to := range rep.Takeovers {
+		if !strings.HasPrefix(to.PreviousOwner, "victim-") || to.Token <= tokens[to.Shard] {
+			t.Errorf("takeover %+v, want from victim with a token above %d", to, tokens[to.Shard])
+		}
+		replayed += to.ReplayedRows
+	}
+	if rep.RowsWritten != n-doneBefore {
+		t.Errorf("second run wrote %d rows, want the %d left after the checkpoints", rep.RowsWritten, n-doneBefore)
+	}
+	assertSameRows(t, e, "events", "events", cols, key, n)
+	writes := writesToTable(t, e.dst, "events", n)
+	t.Logf("MEASURED (3 shards): wasted rows = %d - %d = %d (at most one batch per shard: %d); replayed_rows = %d",
+		writes, n, writes-n, 3*e.batchSize, replayed)
+	if writes-n > int64(3*e.batchSize) || replayed > int64(3*e.batchSize) {
+		t.Errorf("wasted %d, replayed %d rows: want at most one batch per shard", writes-n, replayed)
 	}
 }
 

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 
@@ -39,7 +41,11 @@ func (pf *planFlags) register(fs *flag.FlagSet) {
 
 func (pf *planFlags) load() (*plans.Plan, error) {
 	if pf.path != "" {
-		return plans.LoadWith(pf.path, os.LookupEnv, pf.o)
+		p, err := plans.LoadWith(pf.path, os.LookupEnv, pf.o)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, usageError{fmt.Sprintf("plan file %s does not exist", pf.path)}
+		}
+		return p, err
 	}
 	if pf.o.Table == "" {
 		return nil, usageError{"no plan: give -p PLAN, or --source, --target, --redis, --table and --key"}
