@@ -179,4 +179,3 @@ func TestFence_FrozenHolderDoesNotStallClaim(t *testing.T) {
 	}
 	t.Logf("claim waited %v for a frozen holder (idle-in-transaction timeout %v)", waited, dialect.SessionFor(ttl).IdleInTransaction)
 }
-
