@@ -211,6 +211,9 @@ func TestLocker_RaiseToken(t *testing.T) {
 		var last int64
 		for range 3 {
 			le := mustAcquire(t, l, base, NewOwnerID("a"))
+			if le.Token() <= last {
+				t.Fatalf("token %d after %d: not increasing", le.Token(), last)
+			}
 			last = le.Token()
 			if err := le.Release(t.Context()); err != nil {
 				t.Fatal(err)
