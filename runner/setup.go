@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -88,14 +89,24 @@ func (r *Runner) sourceColumns(ctx context.Context, t plans.Table) ([]dialect.Co
 	return out, nil
 }
 
-func columns(ctx context.Context, db *sql.DB, d dialect.Dialect, table []string) ([]dialect.Column, error) {
+// errNoTable means a table does not exist.
+var errNoTable = errors.New("table does not exist")
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// columns lists a table's columns, or errNoTable.
+func columns(ctx context.Context, db querier, d dialect.Dialect, table []string) ([]dialect.Column, error) {
 	q, args := d.TableExists(table)
 	var exists bool
 	if err := db.QueryRowContext(ctx, q, args...).Scan(&exists); err != nil {
 		return nil, err
 	}
 	if !exists {
-		return nil, fmt.Errorf("table does not exist")
+		return nil, errNoTable
 	}
 	q, args = d.Columns(table)
 	rows, err := db.QueryContext(ctx, q, args...)
@@ -147,59 +158,64 @@ func (r *Runner) shardBounds(ctx context.Context, t plans.Table) ([]dialect.Rang
 }
 
 // prepareTarget runs the setup transaction of one table.
-func (r *Runner) prepareTarget(ctx context.Context, t plans.Table, cols []dialect.Column, bounds []dialect.Range) (err error) {
-	tx, err := r.dst.BeginTx(ctx, nil)
+func (r *Runner) prepareTarget(ctx context.Context, t plans.Table, cols []dialect.Column, bounds []dialect.Range) error {
+	err := inTx(ctx, r.dst, func(tx *sql.Tx) error {
+		q, args := r.dstD.SetupLock("migrate:" + r.plan.Name)
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("setup lock: %w", err)
+		}
+		for _, ddl := range r.dstD.Helpers() {
+			if _, err := tx.ExecContext(ctx, ddl); err != nil {
+				return fmt.Errorf("create helper tables: %w", err)
+			}
+		}
+		if err := r.ensureTable(ctx, tx, t, cols); err != nil {
+			return err
+		}
+		for i, b := range bounds {
+			s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i}
+			if err := r.cursor.Init(ctx, tx, s, b.Lo, b.Hi); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("target setup of %s: %w", t.Target, err)
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}()
-	q, args := r.dstD.SetupLock("migrate:" + r.plan.Name)
-	if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-		return fmt.Errorf("target setup lock: %w", err)
-	}
-	for _, ddl := range r.dstD.Helpers() {
-		if _, err := tx.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("create helper tables: %w", err)
-		}
-	}
+	return nil
+}
+
+// ensureTable creates the target table when missing (C4); an existing one
+// gets the fence column if it lacks it, and must have a unique index on the
+// key. ALTER TABLE runs only when needed: it would queue behind a running
+// holder's batches.
+func (r *Runner) ensureTable(ctx context.Context, tx *sql.Tx, t plans.Table, cols []dialect.Column) error {
 	ident := t.TargetIdent()
-	q, args = r.dstD.TableExists(ident)
-	var exists bool
-	if err := tx.QueryRowContext(ctx, q, args...).Scan(&exists); err != nil {
-		return fmt.Errorf("target table %s: %w", t.Target, err)
-	}
-	if !exists {
+	existing, err := columns(ctx, tx, r.dstD, ident)
+	if errors.Is(err, errNoTable) {
 		mapped, err := dialect.MapColumns(r.srcD, r.dstD, cols)
 		if err != nil {
-			return fmt.Errorf("target table %s: %w", t.Target, err)
+			return err
 		}
 		ddl := r.dstD.CreateTable(ident, mapped, t.Key, r.plan.FenceColumn)
 		r.log.Info("creating target table", "table", t.Target, "ddl", ddl)
 		if _, err := tx.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("create target table %s: %w", t.Target, err)
+			return fmt.Errorf("create table: %w", err)
 		}
-	} else {
-		if _, err := tx.ExecContext(ctx, r.dstD.AddFenceColumn(ident, r.plan.FenceColumn)); err != nil {
-			return fmt.Errorf("add fence column to %s: %w", t.Target, err)
-		}
-		if err := r.checkUniqueKey(ctx, tx, t); err != nil {
-			return err
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !slices.ContainsFunc(existing, func(c dialect.Column) bool { return c.Name == r.plan.FenceColumn }) {
+		ddl := r.dstD.AddFenceColumn(ident, r.plan.FenceColumn)
+		r.log.Info("adding the fence column", "table", t.Target, "ddl", ddl)
+		if _, err := tx.ExecContext(ctx, ddl); err != nil {
+			return fmt.Errorf("add fence column: %w", err)
 		}
 	}
-	for i, b := range bounds {
-		s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i}
-		if err := r.cursor.Init(ctx, tx, s, b.Lo, b.Hi); err != nil {
-			return err
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("target setup of %s: %w", t.Target, err)
-	}
-	return nil
+	return r.checkUniqueKey(ctx, tx, t)
 }
 
 // checkUniqueKey makes sure an existing target table has a unique index on

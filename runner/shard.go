@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -134,7 +135,7 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 		}
 		return r.fenced(lctx, err)
 	}
-	if err := r.markDone(lctx, s, t, owner); err != nil {
+	if err := r.setState(lctx, s, t, owner, cursor.Done); err != nil {
 		return r.fenced(lctx, err)
 	}
 	log.Info("shard done", "rows", res.Rows, "batches", res.Batches, "replayed", res.Updated)
@@ -146,66 +147,52 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 // waits out any in-flight transaction of the old holder) and reads the
 // checkpoint.
 func (r *Runner) takeover(ctx context.Context, s fence.Shard, t fence.Token, owner string) (cp cursor.Checkpoint, err error) {
-	tx, err := r.dst.BeginTx(ctx, nil)
-	if err != nil {
-		return cp, err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
+	err = inTx(ctx, r.dst, func(tx *sql.Tx) error {
+		if err := r.fence.Claim(ctx, tx, s, t, owner); err != nil {
+			var st *fence.StaleError
+			if errors.As(err, &st) {
+				return errReclaim{st.Watermark}
+			}
+			return err
 		}
-	}()
-	if err := r.fence.Claim(ctx, tx, s, t, owner); err != nil {
-		var st *fence.StaleError
-		if errors.As(err, &st) {
-			return cp, errReclaim{st.Watermark}
-		}
-		return cp, err
-	}
-	if cp, err = r.cursor.Read(ctx, tx, s); err != nil {
-		return cp, err
-	}
-	return cp, tx.Commit()
+		cp, err = r.cursor.Read(ctx, tx, s)
+		return err
+	})
+	return cp, err
 }
 
-// markDone records the shard done, fenced like a batch.
-func (r *Runner) markDone(ctx context.Context, s fence.Shard, t fence.Token, owner string) (err error) {
-	tx, err := r.dst.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback()
+// setState records the shard's state, fenced like a batch.
+func (r *Runner) setState(ctx context.Context, s fence.Shard, t fence.Token, owner string, st cursor.State) error {
+	return inTx(ctx, r.dst, func(tx *sql.Tx) error {
+		if err := r.fence.Check(ctx, tx, s, t, owner); err != nil {
+			return err
 		}
-	}()
-	if err := r.fence.Check(ctx, tx, s, t, owner); err != nil {
-		return err
-	}
-	if err := r.cursor.SetState(ctx, tx, s, cursor.Done, t); err != nil {
-		return err
-	}
-	return tx.Commit()
+		return r.cursor.SetState(ctx, tx, s, st, t)
+	})
 }
 
-// halt records the shard halted so no instance resumes it automatically.
+// halt records the shard halted so no instance resumes it automatically,
+// even when the run is being cancelled.
 func (r *Runner) halt(ctx context.Context, s fence.Shard, t fence.Token, owner string, log interface{ Error(string, ...any) }) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	tx, err := r.dst.BeginTx(ctx, nil)
-	if err == nil {
-		if err = r.fence.Check(ctx, tx, s, t, owner); err == nil {
-			if err = r.cursor.SetState(ctx, tx, s, cursor.Halted, t); err == nil {
-				err = tx.Commit()
-			}
-		}
-		if err != nil {
-			_ = tx.Rollback()
-		}
-	}
-	if err != nil {
+	if err := r.setState(ctx, s, t, owner, cursor.Halted); err != nil {
 		log.Error("could not record the shard halted", "shard", s.String(), "err", err)
 	}
+}
+
+// inTx runs fn in a transaction: committed when fn succeeds, rolled back
+// otherwise.
+func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
 }
 
 // fenced classifies an error that stopped a holder: a refused token or a lost
