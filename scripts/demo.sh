@@ -86,3 +86,7 @@ digest="SELECT count(*) || ' rows, md5 ' || md5(string_agg(concat_ws(',', id, ex
 s=$(q "$src" -c "$digest"); t=$(q "$dst" -c "$digest")
 echo "source: $s"; echo "target: $t"
 if [ "$s" = "$t" ]; then echo "EQUAL"; else echo "DIFFERENT"; exit 1; fi
+
+say "rows the crash cost, from the target's own statistics"
+sleep 1 # backends report their counters when they end
+q "$dst" -c "SELECT 'row writes ' || (n_tup_ins + n_tup_upd) || ' for $ROWS rows: ' || (n_tup_ins + n_tup_upd - $ROWS) || ' written by the killed uncommitted batch or rewritten after the resume (at most one batch)' FROM pg_stat_user_tables WHERE relname = 'orders'"
