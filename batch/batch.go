@@ -33,8 +33,14 @@ type SourceSQL interface {
 
 // TargetSQL is what the copier needs from the target dialect.
 type TargetSQL interface {
+	Bounder
 	Upsert(table []string, cols, key []string, fence string, rows int) dialect.Upsert
 	MaxParams() int
+}
+
+// Bounder bounds a transaction on the server.
+type Bounder interface {
+	BoundTx(remaining time.Duration) (string, []any)
 }
 
 // Fencer checks the watermark at the start of every batch transaction.
@@ -44,7 +50,7 @@ type Fencer interface {
 
 // Cursor advances the checkpoint inside the batch transaction.
 type Cursor interface {
-	Advance(ctx context.Context, q cursor.Querier, s fence.Shard, lastKey []any, rows int64, t fence.Token) error
+	Advance(ctx context.Context, q cursor.Querier, s fence.Shard, lastKey []any, rowsDone int64, t fence.Token) error
 }
 
 // Lease is the writer's right to the shard: its context ends when the lease
@@ -101,11 +107,13 @@ type page struct {
 	err  error
 }
 
-// Copy copies the shard from after (nil: from the start of its range) to the
-// end of its range, writing under lease with token. It returns ErrLeaseLost
-// or a fence.ErrStale error when it must stop writing, ErrHalted after
-// MaxRetries consecutive failures.
-func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, after []any) (Result, error) {
+// Copy copies the shard from the checkpoint from (its LastKey, nil for the
+// start of the range, and its RowsDone) to the end of its range, writing
+// under lease with token. It returns ErrLeaseLost or a fence.ErrStale error
+// when it must stop writing, ErrHalted after MaxRetries consecutive failures
+// or when the target holds rows written with a newer token.
+func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, from cursor.Checkpoint) (Result, error) {
+	after, done := from.LastKey, from.RowsDone
 	var res Result
 	keyIdx, err := keyIndexes(spec)
 	if err != nil {
@@ -138,7 +146,8 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token
 		}
 		last := keyOf(pg.rows[len(pg.rows)-1], keyIdx)
 		start := time.Now()
-		ins, upd, err := c.writeRetrying(ctx, spec, lease, t, owner, pg.rows, last, &avg)
+		done += int64(len(pg.rows))
+		ins, upd, err := c.writeRetrying(ctx, spec, lease, t, owner, pg.rows, last, done, &avg)
 		if err != nil {
 			return res, err
 		}
@@ -244,14 +253,14 @@ func (c *Copier) readPage(ctx context.Context, spec Spec, after []any) ([][]any,
 
 // writeRetrying writes one batch, retrying transient failures with backoff;
 // each attempt is one whole transaction.
-func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any, avg *time.Duration) (ins, upd int64, err error) {
+func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any, done int64, avg *time.Duration) (ins, upd int64, err error) {
 	err = retry(ctx, spec.MaxRetries, func() error {
 		if err := waitForRunway(ctx, lease, *avg); err != nil {
 			return err
 		}
 		start := time.Now()
 		var err error
-		ins, upd, err = c.write(ctx, spec, lease, t, owner, rows, last)
+		ins, upd, err = c.write(ctx, spec, lease, t, owner, rows, last, done)
 		if err == nil {
 			d := time.Since(start)
 			if *avg == 0 {
@@ -284,13 +293,12 @@ func waitForRunway(ctx context.Context, lease Lease, avg time.Duration) error {
 	return nil
 }
 
-func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any) (ins, upd int64, err error) {
-	tctx, cancel := context.WithDeadline(lease.Context(), lease.Deadline())
-	defer cancel()
-	tx, err := c.Target.BeginTx(tctx, nil)
+func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any, done int64) (ins, upd int64, err error) {
+	tx, tctx, cancel, err := Begin(c.Target, c.TargetSQL, lease)
 	if err != nil {
 		return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
 	}
+	defer cancel()
 	defer func() {
 		if err != nil {
 			_ = tx.Rollback()
@@ -312,13 +320,42 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 		ins += i
 		upd += u
 	}
-	if err := c.Cursor.Advance(tctx, tx, spec.Shard, last, int64(len(rows)), t); err != nil {
+	if skipped := int64(len(rows)) - ins - upd; skipped > 0 {
+		// The fence check passed, yet rows carry a newer token: something
+		// else (another plan, a re-shard) wrote this table. Not ours to
+		// overwrite, and not to be reported as copied.
+		return 0, 0, permanent{fmt.Errorf("%w: %d rows of the batch of %s up to %v hold a newer token than %d in the target; another writer owns them",
+			ErrHalted, skipped, spec.Shard, last, t)}
+	}
+	if err := c.Cursor.Advance(tctx, tx, spec.Shard, last, done, t); err != nil {
 		return 0, 0, err
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, 0, fmt.Errorf("commit batch of %s up to %v: %w", spec.Shard, last, err)
 	}
 	return ins, upd, nil
+}
+
+// Begin starts a transaction bounded by the lease: its context ends at the
+// lease's local deadline, and the server itself aborts any statement, lock
+// wait or idle pause that would outlast it (F3), so a holder frozen inside
+// the transaction cannot keep it open past its lease. Statements use the
+// returned context; cancel releases its timer.
+func Begin(db *sql.DB, b Bounder, lease Lease) (*sql.Tx, context.Context, context.CancelFunc, error) {
+	deadline := lease.Deadline()
+	tctx, cancel := context.WithDeadline(lease.Context(), deadline)
+	tx, err := db.BeginTx(tctx, nil)
+	if err != nil {
+		cancel()
+		return nil, nil, nil, err
+	}
+	q, args := b.BoundTx(time.Until(deadline))
+	if _, err := tx.ExecContext(tctx, q, args...); err != nil {
+		_ = tx.Rollback()
+		cancel()
+		return nil, nil, nil, err
+	}
+	return tx, tctx, cancel, nil
 }
 
 func (c *Copier) upsert(ctx context.Context, tx *sql.Tx, spec Spec, t fence.Token, rows [][]any) (ins, upd int64, err error) {
@@ -348,9 +385,10 @@ func (p permanent) Unwrap() error { return p.err }
 
 // retry runs fn until it succeeds, fails permanently, or fails max+1 times in
 // a row; then it returns ErrHalted with the last error. Backoff doubles from
-// 100ms with full jitter, capped at 5s.
+// 500ms with jitter, capped at 10s: five retries span about 15s, enough to
+// ride out a database restart.
 func retry(ctx context.Context, max int, fn func() error, log *slog.Logger, sh fence.Shard, what string) error {
-	backoff := 100 * time.Millisecond
+	backoff := 500 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		err := fn()
 		if err == nil {
@@ -375,6 +413,6 @@ func retry(ctx context.Context, max int, fn func() error, log *slog.Logger, sh f
 			return ctx.Err()
 		case <-time.After(sleep):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, 10*time.Second)
 	}
 }

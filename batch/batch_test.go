@@ -115,7 +115,7 @@ func count(t testing.TB, db *sql.DB, q string) int64 {
 
 func TestCopier_Copy(t *testing.T) {
 	e := setup(t, 5500, 3)
-	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t), 3, owner, nil)
+	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t), 3, owner, cursor.Checkpoint{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,7 @@ func TestCopier_ResumeReplaysOnlyAfterCursor(t *testing.T) {
 	// Rows up to 1500 were written by an earlier holder with token 1; the
 	// cursor says 1000 was committed, so 1001..1500 are a replayed batch.
 	mustExec(t, e.dst, `INSERT INTO items SELECT g, 'item ' || g, g / 100.0, 1 FROM generate_series(1, 1500) g`)
-	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t), 2, owner, []any{"1000"})
+	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t), 2, owner, cursor.Checkpoint{LastKey: []any{"1000"}, RowsDone: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,6 +149,64 @@ func TestCopier_ResumeReplaysOnlyAfterCursor(t *testing.T) {
 	if n := count(t, e.dst, `SELECT count(*) FROM items WHERE _fence = 1`); n != 1000 {
 		t.Errorf("%d rows before the cursor were rewritten, want none (1000 keep token 1)", 1000-n)
 	}
+	if n := count(t, e.dst, `SELECT rows_done FROM _migrate_checkpoint`); n != 3000 {
+		t.Errorf("checkpoint rows_done %d, want 3000", n)
+	}
+}
+
+// Rows in the target with a newer token than the writer's, though the fence
+// check passed, mean another writer owns the table: the batch rolls back and
+// the shard halts instead of reporting rows it did not write.
+func TestCopier_NewerRowsHalt(t *testing.T) {
+	e := setup(t, 3000, 2)
+	mustExec(t, e.dst, `INSERT INTO items VALUES (1500, 'other', 1, 99)`)
+	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t), 2, owner, cursor.Checkpoint{})
+	if !errors.Is(err, batch.ErrHalted) {
+		t.Fatalf("Copy = %v, want ErrHalted", err)
+	}
+	if res.Rows != 1000 {
+		t.Errorf("copied %d rows, want the 1000 before the foreign row's batch", res.Rows)
+	}
+	if n := count(t, e.dst, `SELECT count(*) FROM items`); n != 1001 {
+		t.Errorf("target has %d rows, want 1001: the batch holding the foreign row rolled back", n)
+	}
+}
+
+// F3: a transaction begun under a lease is aborted by the server itself at
+// the lease's local deadline when its holder freezes inside it, so it cannot
+// stall a successor's claim until the holder wakes up.
+func TestBegin_FrozenHolderAbortedByDeadline(t *testing.T) {
+	e := setup(t, 10, 1)
+	l := newLease(t)
+	l.deadline = time.Now().Add(700 * time.Millisecond)
+	tx, tctx, cancel, err := batch.Begin(e.dst, dialect.Postgres{}, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cancel()
+	var idle, stmt string
+	if err := tx.QueryRowContext(tctx, `SELECT current_setting('idle_in_transaction_session_timeout'), current_setting('statement_timeout')`).Scan(&idle, &stmt); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{idle, stmt} {
+		if d, err := time.ParseDuration(v); err != nil || d <= 0 || d > 700*time.Millisecond {
+			t.Errorf("server-side timeout %q inside the transaction, want at most the 700ms left on the lease", v)
+		}
+	}
+	if err := e.fence.Check(tctx, tx, e.spec.Shard, 1, owner); err != nil {
+		t.Fatal(err)
+	}
+	// The holder freezes here, the watermark row locked. A successor claims.
+	start := time.Now()
+	e.claim(t, 2, "successor")
+	waited := time.Since(start)
+	if waited > time.Second {
+		t.Errorf("the claim waited %v, want about the 700ms left on the frozen holder's lease", waited)
+	}
+	if err := tx.Commit(); err == nil {
+		t.Error("the frozen holder's transaction committed after its deadline")
+	}
+	t.Logf("successor's claim waited %v for a holder frozen with 700ms of lease left", waited)
 }
 
 func TestCopier_StaleTokenStopsAtOnce(t *testing.T) {
@@ -159,7 +217,7 @@ func TestCopier_StaleTokenStopsAtOnce(t *testing.T) {
 			e.claim(t, 5, "successor") // a successor takes over after two batches
 		}
 	}
-	_, err := e.copier.Copy(t.Context(), e.spec, l, 4, owner, nil)
+	_, err := e.copier.Copy(t.Context(), e.spec, l, 4, owner, cursor.Checkpoint{})
 	var st *fence.StaleError
 	if !errors.As(err, &st) || st.Watermark != 5 || st.Holder != "successor" {
 		t.Fatalf("Copy = %v, want a StaleError naming token 5 of successor", err)
@@ -180,7 +238,7 @@ func TestCopier_LeaseLostStopsWriting(t *testing.T) {
 			l.cancel(errors.New("renewal failed"))
 		}
 	}
-	_, err := e.copier.Copy(t.Context(), e.spec, l, 1, owner, nil)
+	_, err := e.copier.Copy(t.Context(), e.spec, l, 1, owner, cursor.Checkpoint{})
 	if !errors.Is(err, batch.ErrLeaseLost) {
 		t.Fatalf("Copy = %v, want ErrLeaseLost", err)
 	}
@@ -199,7 +257,7 @@ func TestCopier_NoBatchPastDeadline(t *testing.T) {
 		time.Sleep(300 * time.Millisecond)
 		l.cancel(errors.New("local deadline passed"))
 	}()
-	_, err := e.copier.Copy(t.Context(), e.spec, l, 1, owner, nil)
+	_, err := e.copier.Copy(t.Context(), e.spec, l, 1, owner, cursor.Checkpoint{})
 	if !errors.Is(err, batch.ErrLeaseLost) {
 		t.Fatalf("Copy = %v, want ErrLeaseLost", err)
 	}
@@ -211,7 +269,7 @@ func TestCopier_NoBatchPastDeadline(t *testing.T) {
 func TestCopier_HaltsAfterRetries(t *testing.T) {
 	e := setup(t, 100, 1)
 	mustExec(t, e.dst, `ALTER TABLE items ADD CONSTRAINT cheap CHECK (price < 0.5)`)
-	_, err := e.copier.Copy(t.Context(), e.spec, newLease(t), 1, owner, nil)
+	_, err := e.copier.Copy(t.Context(), e.spec, newLease(t), 1, owner, cursor.Checkpoint{})
 	if !errors.Is(err, batch.ErrHalted) {
 		t.Fatalf("Copy = %v, want ErrHalted", err)
 	}
@@ -284,7 +342,7 @@ func BenchmarkCopy(b *testing.B) {
 			tok++
 			e.claim(b, tok, owner)
 			b.StartTimer()
-			if _, err := e.copier.Copy(context.Background(), e.spec, newLease(b), tok, owner, nil); err != nil {
+			if _, err := e.copier.Copy(context.Background(), e.spec, newLease(b), tok, owner, cursor.Checkpoint{}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -31,8 +31,9 @@ var ErrNoCheckpoint = errors.New("cursor: no checkpoint")
 // Checkpoint is the durable progress of one shard.
 type Checkpoint struct {
 	Shard     fence.Shard
-	Lo, Hi    any   // shard bounds on the first key column; nil is open
-	LastKey   []any // nil before the first batch
+	Lo, Hi    any    // shard bounds on the first key column; nil is open
+	LastKey   []any  // nil before the first batch; parts decoded as strings (see DecodeKey)
+	LastText  string // LastKey as stored: a JSON array, "" before the first batch
 	RowsDone  int64
 	Token     fence.Token // token of the last writer
 	State     State
@@ -46,6 +47,7 @@ type SQL interface {
 	CheckpointAdvance() string
 	CheckpointState() string
 	CheckpointList() string
+	CheckpointResume() string
 }
 
 // Querier is what the cursor needs from a transaction or pool.
@@ -121,6 +123,7 @@ func (s *Store) Read(ctx context.Context, q Querier, sh fence.Shard) (Checkpoint
 		return cp, err
 	}
 	if last.Valid {
+		cp.LastText = last.String
 		if cp.LastKey, err = DecodeKey(last.String); err != nil {
 			return cp, fmt.Errorf("cursor: %s: %w", sh, err)
 		}
@@ -128,14 +131,14 @@ func (s *Store) Read(ctx context.Context, q Querier, sh fence.Shard) (Checkpoint
 	return cp, nil
 }
 
-// Advance moves the shard's cursor to lastKey and adds rows to its count.
-// It must run in the batch's transaction, after the fence check.
-func (s *Store) Advance(ctx context.Context, q Querier, sh fence.Shard, lastKey []any, rows int64, t fence.Token) error {
+// Advance moves the shard's cursor to lastKey with rowsDone rows copied in
+// all. It must run in the batch's transaction, after the fence check.
+func (s *Store) Advance(ctx context.Context, q Querier, sh fence.Shard, lastKey []any, rowsDone int64, t fence.Token) error {
 	k, err := EncodeKey(lastKey)
 	if err != nil {
 		return fmt.Errorf("cursor: %s: %w", sh, err)
 	}
-	res, err := q.ExecContext(ctx, s.sql.CheckpointAdvance(), k, rows, int64(t), sh.Plan, sh.Table, sh.Index)
+	res, err := q.ExecContext(ctx, s.sql.CheckpointAdvance(), k, rowsDone, int64(t), sh.Plan, sh.Table, sh.Index)
 	if err != nil {
 		return fmt.Errorf("cursor: advance %s to %s: %w", sh, k, err)
 	}
@@ -162,6 +165,17 @@ func oneRow(res sql.Result, sh fence.Shard) error {
 	return nil
 }
 
+// Resume sets a plan's halted shards back to pending so instances take them
+// up again: every table when table is "", every shard when shard < 0. It
+// returns how many it resumed.
+func (s *Store) Resume(ctx context.Context, q Querier, plan, table string, shard int) (int64, error) {
+	res, err := q.ExecContext(ctx, s.sql.CheckpointResume(), plan, table, shard)
+	if err != nil {
+		return 0, fmt.Errorf("cursor: resume %s: %w", plan, err)
+	}
+	return res.RowsAffected()
+}
+
 // List returns every checkpoint of a plan, ordered by table and shard.
 func (s *Store) List(ctx context.Context, q Querier, plan string) ([]Checkpoint, error) {
 	rows, err := q.QueryContext(ctx, s.sql.CheckpointList(), plan)
@@ -180,6 +194,7 @@ func (s *Store) List(ctx context.Context, q Querier, plan string) ([]Checkpoint,
 		}
 		cp.Token, cp.State = fence.Token(tok), State(state)
 		if last.Valid {
+			cp.LastText = last.String
 			if cp.LastKey, err = DecodeKey(last.String); err != nil {
 				return nil, fmt.Errorf("cursor: %s: %w", cp.Shard, err)
 			}

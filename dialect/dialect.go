@@ -34,9 +34,10 @@ type Session struct {
 	Lock              time.Duration
 }
 
-// SessionFor derives the F3 timeouts from a lease TTL: an idle transaction is
-// aborted after TTL/3, well before a successor could hold the lease; one
-// statement or lock wait may take at most TTL/2.
+// SessionFor derives session-wide F3 timeouts from a lease TTL, a backstop
+// for every statement: an idle transaction is aborted after TTL/3, a
+// statement or lock wait after TTL/2. Transactions written under a lease are
+// bounded tighter, to the lease's local deadline, by BoundTx.
 func SessionFor(ttl time.Duration) Session {
 	return Session{IdleInTransaction: ttl / 3, Statement: ttl / 2, Lock: ttl / 2}
 }
@@ -88,6 +89,9 @@ type Dialect interface {
 	Upsert(table []string, cols, key []string, fence string, rows int) Upsert
 	// MaxParams is the most bind parameters one statement may carry.
 	MaxParams() int
+	// BoundTx bounds the current transaction on the server: no statement,
+	// lock wait or idle pause may outlast remaining (F3).
+	BoundTx(remaining time.Duration) (string, []any)
 
 	// CreateTable creates a table with the given columns and primary key,
 	// plus the fence column.
@@ -116,11 +120,15 @@ type Dialect interface {
 	// CheckpointRead yields (lo, hi, last_key, rows_done, token, state,
 	// updated_at): args plan, table, shard.
 	CheckpointRead() string
-	// CheckpointAdvance moves the cursor: args last_key, rows, token, plan,
-	// table, shard.
+	// CheckpointAdvance moves the cursor: args last_key, rows_done (the new
+	// total, so a retried commit cannot count twice), token, plan, table,
+	// shard.
 	CheckpointAdvance() string
 	// CheckpointState sets the state: args state, token, plan, table, shard.
 	CheckpointState() string
+	// CheckpointResume sets halted checkpoints back to pending: args plan,
+	// table ("" for every table), shard (-1 for every shard).
+	CheckpointResume() string
 	// CheckpointList yields (table, shard, state, rows_done, last_key,
 	// token, updated_at) of a plan: args plan.
 	CheckpointList() string

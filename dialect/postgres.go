@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -40,7 +41,7 @@ func (Postgres) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
 	return stdlib.OpenDB(*cfg), nil
 }
 
-func ms(d interface{ Milliseconds() int64 }) string {
+func ms(d time.Duration) string {
 	v := d.Milliseconds()
 	if v < 1 {
 		v = 1
@@ -169,6 +170,12 @@ func (p Postgres) Upsert(table []string, cols, key []string, fence string, rows 
 // MaxParams implements Dialect.
 func (Postgres) MaxParams() int { return 65535 }
 
+// BoundTx implements Dialect with transaction-local settings.
+func (Postgres) BoundTx(remaining time.Duration) (string, []any) {
+	return `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true),
+  set_config('idle_in_transaction_session_timeout', $1, true)`, []any{ms(remaining)}
+}
+
 // CreateTable implements Dialect.
 func (p Postgres) CreateTable(table []string, cols []Column, key []string, fence string) string {
 	defs := make([]string, 0, len(cols)+2)
@@ -242,7 +249,7 @@ WHERE plan = $1 AND tbl = $2 AND shard = $3`
 
 // CheckpointAdvance implements Dialect.
 func (p Postgres) CheckpointAdvance() string {
-	return `UPDATE ` + p.Quote(CheckpointTable) + ` SET last_key = $1, rows_done = rows_done + $2, token = $3,
+	return `UPDATE ` + p.Quote(CheckpointTable) + ` SET last_key = $1, rows_done = $2, token = $3,
   state = 'running', updated_at = now()
 WHERE plan = $4 AND tbl = $5 AND shard = $6`
 }
@@ -251,6 +258,12 @@ WHERE plan = $4 AND tbl = $5 AND shard = $6`
 func (p Postgres) CheckpointState() string {
 	return `UPDATE ` + p.Quote(CheckpointTable) + ` SET state = $1, token = $2, updated_at = now()
 WHERE plan = $3 AND tbl = $4 AND shard = $5`
+}
+
+// CheckpointResume implements Dialect.
+func (p Postgres) CheckpointResume() string {
+	return `UPDATE ` + p.Quote(CheckpointTable) + ` SET state = 'pending', updated_at = now()
+WHERE plan = $1 AND state = 'halted' AND (tbl = $2 OR $2 = '') AND (shard = $3 OR $3 < 0)`
 }
 
 // CheckpointList implements Dialect.

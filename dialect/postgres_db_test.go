@@ -1,8 +1,10 @@
 package dialect_test
 
 import (
+	"context"
 	"database/sql"
 	"testing"
+	"time"
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/internal/testsvc"
@@ -61,4 +63,37 @@ func TestPostgres_UpsertFenced(t *testing.T) {
 			t.Errorf("row 2 = %q token %d, want six 6", v, tok)
 		}
 	})
+}
+
+// BoundTx makes the server itself abort a transaction whose client went
+// silent, with no help from the client (a frozen process): the row it locked
+// is free once the bound passes.
+func TestPostgres_BoundTx(t *testing.T) {
+	db := testsvc.OpenPostgres(t, testsvc.NewPostgresDB(t))
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE w (id int PRIMARY KEY, v int); INSERT INTO w VALUES (1, 0)`); err != nil {
+		t.Fatal(err)
+	}
+	frozen, err := db.BeginTx(context.Background(), nil) // no client-side deadline
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = frozen.Rollback() }()
+	q, args := dialect.Postgres{}.BoundTx(500 * time.Millisecond)
+	if _, err := frozen.Exec(q, args...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := frozen.Exec(`UPDATE w SET v = 1 WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := db.ExecContext(ctx, `UPDATE w SET v = 2 WHERE id = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited > 1500*time.Millisecond {
+		t.Errorf("the second writer waited %v; the server should have aborted the silent transaction after 500ms", waited)
+	}
+	if err := frozen.Commit(); err == nil {
+		t.Error("the silent transaction committed after its bound")
+	}
 }

@@ -300,7 +300,12 @@ func TestParse_invalid(t *testing.T) {
 		{
 			name: "duplicate table",
 			yaml: header + "tables:\n  - name: public.orders\n    target: orders\n    key: [id]\n  - name: ${TABLE}\n    target: orders\n    key: [id]\n",
-			want: []string{`plan.yaml:9: table "${TABLE}" (after expansion) -> "orders" is listed twice (first at line 6)`},
+			want: []string{`plan.yaml:9: target table "orders" is written by two tables of the plan (first at line 6); each target table needs its own plan`},
+		},
+		{
+			name: "two sources into one target",
+			yaml: header + "tables:\n  - name: public.a\n    target: t\n    key: [id]\n  - name: public.b\n    target: t\n    key: [id]\n",
+			want: []string{`plan.yaml:9: target table "t" is written by two tables of the plan (first at line 6); each target table needs its own plan`},
 		},
 		{
 			name: "duplicate key",

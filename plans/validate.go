@@ -70,8 +70,9 @@ func validate(p *Plan, pp *planPos) problems {
 		check("tables", len(p.Tables) == 0, "at least one table is required (tables: - name: ..., key: [...])")
 	}
 
-	type pair struct{ source, target string }
-	first := map[pair]pos{}
+	// Leases, checkpoints and fence rows are per target table: two tables
+	// of a plan writing one target would share them.
+	first := map[string]pos{}
 	for i := range p.Tables {
 		if i >= len(pp.tables) || pp.tables[i].broken {
 			continue
@@ -81,16 +82,15 @@ func validate(p *Plan, pp *planPos) problems {
 		if t.Name == "" {
 			continue
 		}
-		k := pair{t.Name, t.Target}
-		if at, dup := first[k]; dup {
+		if at, dup := first[t.Target]; dup {
 			where := "also given by flags"
 			if at.line > 0 {
 				where = "first at line " + strconv.Itoa(at.line)
 			}
-			ps.add("", tf.base, "table %s -> %s is listed twice (%s)", tf.show("name", t.Name), tf.show("target", t.Target), where)
+			ps.add("", tf.base, "target table %s is written by two tables of the plan (%s); each target table needs its own plan", tf.show("target", t.Target), where)
 			continue
 		}
-		first[k] = tf.base
+		first[t.Target] = tf.base
 	}
 	return ps
 }

@@ -1,5 +1,7 @@
 package runner
 
+import "encoding/json"
+
 // Report is the result of a run; its JSON keys are the contract of SPEC §4.
 type Report struct {
 	Plan            string        `json:"plan"`
@@ -12,13 +14,15 @@ type Report struct {
 	ElapsedMs       int64         `json:"elapsed_ms"`
 	Takeovers       []Takeover    `json:"takeovers"`
 	Shards          []ShardResult `json:"shards"`
-	Verify          *Verification `json:"verify"` // null with --no-verify
+	Verify          *Verification `json:"verify"`          // null when skipped
+	Error           string        `json:"error,omitempty"` // why the run failed
 }
 
 // Takeover records one shard taken over from a holder that did not release
 // its lease, and its RTO along the critical path (SPEC §6).
 type Takeover struct {
-	Table         string `json:"table"`
+	Table         string `json:"table"`  // the plan's table name (its source)
+	Target        string `json:"target"` // the target table
 	Shard         int    `json:"shard"`
 	Token         int64  `json:"token"`
 	PreviousOwner string `json:"previous_owner"`
@@ -34,6 +38,7 @@ type Takeover struct {
 // ShardResult says what this instance did with one shard.
 type ShardResult struct {
 	Table   string `json:"table"`
+	Target  string `json:"target"`
 	Shard   int    `json:"shard"`
 	State   string `json:"state"`
 	Token   int64  `json:"token"`
@@ -78,22 +83,24 @@ type Status struct {
 
 // ShardStatus is one checkpoint row.
 type ShardStatus struct {
-	Table     string `json:"table"`
-	Shard     int    `json:"shard"`
-	State     string `json:"state"`
-	RowsDone  int64  `json:"rows_done"`
-	LastKey   any    `json:"last_key"`
-	Token     int64  `json:"token"`
-	UpdatedAt string `json:"updated_at"`
-	Watermark int64  `json:"watermark"`
-	Holder    string `json:"holder"`
+	Table     string          `json:"table"`
+	Target    string          `json:"target"`
+	Shard     int             `json:"shard"`
+	State     string          `json:"state"`
+	RowsDone  int64           `json:"rows_done"`
+	LastKey   json.RawMessage `json:"last_key"`
+	Token     int64           `json:"token"`
+	UpdatedAt string          `json:"updated_at"`
+	Watermark int64           `json:"watermark"`
+	Holder    string          `json:"holder"`
 }
 
 // LeaseStatus is one live lease in Redis.
 type LeaseStatus struct {
-	Table string `json:"table"`
-	Shard int    `json:"shard"`
-	Owner string `json:"owner"`
-	Token int64  `json:"token"`
-	TTLMs int64  `json:"ttl_ms"`
+	Table  string `json:"table"`
+	Target string `json:"target"`
+	Shard  int    `json:"shard"`
+	Owner  string `json:"owner"`
+	Token  int64  `json:"token"`
+	TTLMs  int64  `json:"ttl_ms"`
 }

@@ -178,6 +178,10 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	if r.opts.Progress != nil {
 		r.opts.Progress.Finish()
 	}
+	if r.nothingDone() {
+		r.log.Info("every shard was done before this run; nothing to copy or check")
+		return r.finish(start), nil
+	}
 	if !r.opts.NoVerify {
 		v, err := r.verifyCounts(ctx)
 		r.report.Verify = v
@@ -189,6 +193,19 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		}
 	}
 	return r.finish(start), nil
+}
+
+// nothingDone reports whether every shard was found done by an earlier run
+// or another instance.
+func (r *Runner) nothingDone() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, s := range r.report.Shards {
+		if !s.ByOther {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *Runner) finish(start time.Time) *Report {

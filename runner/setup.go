@@ -82,11 +82,35 @@ func (r *Runner) sourceColumns(ctx context.Context, t plans.Table) ([]dialect.Co
 		}
 	}
 	for _, k := range t.Key {
-		if _, ok := byName[k]; !ok {
-			return nil, fmt.Errorf("source table %s has no key column %q", t.Name, k)
+		c, ok := byName[k]
+		if !ok {
+			return nil, fmt.Errorf("%w: source table %s has no key column %q", plans.ErrInvalid, t.Name, k)
+		}
+		// A NULL key part makes the keyset comparison NULL: such rows would
+		// be skipped silently.
+		if !c.NotNull {
+			return nil, fmt.Errorf("%w: key column %s.%s may be NULL; the business key must be NOT NULL", plans.ErrInvalid, t.Name, k)
 		}
 	}
+	// Equal keys split across two pages would be skipped after the first.
+	uniq, err := uniqueIndexes(ctx, r.src, r.srcD, t.SourceIdent())
+	if err != nil {
+		return nil, fmt.Errorf("source table %s: %w", t.Name, err)
+	}
+	if !slices.ContainsFunc(uniq, func(cols []string) bool { return subset(cols, t.Key) }) {
+		return nil, fmt.Errorf("%w: source table %s has no unique index or primary key within the key %v; the business key must be unique", plans.ErrInvalid, t.Name, t.Key)
+	}
 	return out, nil
+}
+
+// subset reports whether every element of a is in b.
+func subset(a, b []string) bool {
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // errNoTable means a table does not exist.
@@ -178,10 +202,30 @@ func (r *Runner) prepareTarget(ctx context.Context, t plans.Table, cols []dialec
 				return err
 			}
 		}
-		return nil
+		return r.checkShardCount(ctx, tx, t)
 	})
 	if err != nil {
 		return fmt.Errorf("target setup of %s: %w", t.Target, err)
+	}
+	return nil
+}
+
+// checkShardCount refuses a plan whose shard count differs from the one its
+// checkpoints were made with: the stored key ranges would no longer cover
+// the table.
+func (r *Runner) checkShardCount(ctx context.Context, tx *sql.Tx, t plans.Table) error {
+	cps, err := r.cursor.List(ctx, tx, r.plan.Name)
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, cp := range cps {
+		if cp.Shard.Table == t.Target {
+			n++
+		}
+	}
+	if n != t.Shards {
+		return fmt.Errorf("%w: table %s has %d checkpoints in the target but the plan says shards: %d; the key ranges are fixed at the first run (use a new plan name to re-shard)", plans.ErrInvalid, t.Name, n, t.Shards)
 	}
 	return nil
 }
@@ -221,28 +265,42 @@ func (r *Runner) ensureTable(ctx context.Context, tx *sql.Tx, t plans.Table, col
 // checkUniqueKey makes sure an existing target table has a unique index on
 // exactly the business key, which the idempotent upsert needs.
 func (r *Runner) checkUniqueKey(ctx context.Context, tx *sql.Tx, t plans.Table) error {
-	q, args := r.dstD.UniqueKeys(t.TargetIdent())
-	rows, err := tx.QueryContext(ctx, q, args...)
+	uniq, err := uniqueIndexes(ctx, tx, r.dstD, t.TargetIdent())
 	if err != nil {
 		return fmt.Errorf("unique keys of %s: %w", t.Target, err)
 	}
-	defer rows.Close()
-	idx := map[string][]string{}
-	for rows.Next() {
-		var name, col string
-		if err := rows.Scan(&name, &col); err != nil {
-			return err
-		}
-		idx[name] = append(idx[name], col)
-	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
 	want := slices.Sorted(slices.Values(t.Key))
-	for _, cols := range idx {
+	for _, cols := range uniq {
 		if slices.Equal(slices.Sorted(slices.Values(cols)), want) {
 			return nil
 		}
 	}
-	return fmt.Errorf("target table %s has no unique index on the key %v; the idempotent upsert needs one", t.Target, t.Key)
+	return fmt.Errorf("%w: target table %s has no unique index on exactly the key %v; the idempotent upsert needs one", plans.ErrInvalid, t.Target, t.Key)
+}
+
+// uniqueIndexes returns the column lists of a table's unique indexes.
+func uniqueIndexes(ctx context.Context, db querier, d dialect.Dialect, table []string) ([][]string, error) {
+	q, args := d.UniqueKeys(table)
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	idx := map[string][]string{}
+	var order []string
+	for rows.Next() {
+		var name, col string
+		if err := rows.Scan(&name, &col); err != nil {
+			return nil, err
+		}
+		if _, ok := idx[name]; !ok {
+			order = append(order, name)
+		}
+		idx[name] = append(idx[name], col)
+	}
+	out := make([][]string, len(order))
+	for i, n := range order {
+		out[i] = idx[n]
+	}
+	return out, rows.Err()
 }

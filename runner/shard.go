@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -23,73 +24,114 @@ func (e errReclaim) Error() string {
 	return fmt.Sprintf("token not above the watermark %d", e.watermark)
 }
 
+// errRetry wraps a failure before any row was written (acquire, takeover):
+// the lease is given back and the shard tried again after a backoff.
+type errRetry struct{ err error }
+
+func (e errRetry) Error() string { return e.err.Error() }
+func (e errRetry) Unwrap() error { return e.err }
+
 // runShard drives one shard until it is done, by this instance or another:
 // acquire the lease or wait as a standby, take over, copy, finish.
 func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 	s := j.spec.Shard
 	base := leaseBase(s)
 	log := r.log.With("shard", s.String())
-	backoff := 100 * time.Millisecond
+	failures := 0
 	electStart := time.Now()
 	for {
 		cp, err := r.cursor.Read(ctx, r.dst, s)
-		if err != nil {
-			return err
+		if err == nil {
+			if stop, err := r.finished(j, cp); stop {
+				return err
+			}
+			err = r.acquireAndHold(ctx, j, base, electStart)
 		}
-		switch cp.State {
-		case cursor.Done:
-			r.addShard(ShardResult{Table: j.table.Name, Shard: s.Index, State: string(cp.State), Token: int64(cp.Token), ByOther: true})
-			return nil
-		case cursor.Halted:
-			return fmt.Errorf("%w: %s is halted; see `migrate status`", ErrHalted, s)
-		}
-		lease, err := r.locker.Acquire(ctx, base, r.opts.Owner)
 		var held *lock.HeldError
+		var rc errReclaim
+		var retry errRetry
 		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
 		case errors.As(err, &held):
 			log.Info("standby: lease held by another instance", "owner", held.Owner, "token", held.Token, "ttl", held.TTL)
 			if err := r.locker.WaitFree(ctx, base); err != nil {
 				return err
 			}
-			electStart = time.Now()
-			continue
-		case err != nil:
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			log.Warn("lease acquire failed, retrying", "err", err, "backoff", backoff)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(backoff/2 + rand.N(backoff)):
-			}
-			backoff = min(2*backoff, 5*time.Second)
-			continue
-		}
-		backoff = 100 * time.Millisecond
-		elect := time.Since(electStart)
-		err = r.hold(ctx, j, lease, elect)
-		r.release(ctx, lease, log)
-		var rc errReclaim
-		if errors.As(err, &rc) {
-			log.Warn("redis issued a token not above the target's watermark; raising the counter (L4)", "token", lease.Token(), "watermark", int64(rc.watermark))
+		case errors.As(err, &rc):
+			log.Warn("redis issued a token not above the target's watermark; raising the counter (L4)", "watermark", int64(rc.watermark))
 			if err := r.locker.RaiseToken(ctx, base, int64(rc.watermark)); err != nil {
 				return err
 			}
-			electStart = time.Now()
-			continue
+		case errors.As(err, &retry) || isTransient(err):
+			failures++
+			if failures > r.plan.MaxRetries {
+				return fmt.Errorf("%s: gave up after %d attempts: %w", s, failures, err)
+			}
+			wait := backoff(failures)
+			log.Warn("could not take the shard, retrying", "err", err, "attempt", failures, "backoff", wait)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+		default:
+			return err
 		}
+		electStart = time.Now()
+	}
+}
+
+// isTransient tells errors worth another attempt: the target or Redis could
+// not be reached or answered with a temporary failure before any write.
+func isTransient(err error) bool {
+	var ne interface{ Timeout() bool }
+	return errors.As(err, &ne) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// backoff is the wait before attempt n+1: doubling from 500ms, capped at
+// 10s, with jitter.
+func backoff(n int) time.Duration {
+	d := min(500*time.Millisecond<<min(n-1, 5), 10*time.Second)
+	return d/2 + rand.N(d)
+}
+
+// finished reports whether the shard needs no more work, recording it.
+func (r *Runner) finished(j shardJob, cp cursor.Checkpoint) (bool, error) {
+	switch cp.State {
+	case cursor.Done:
+		r.addShard(ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: cp.Shard.Index, State: string(cp.State), Token: int64(cp.Token), ByOther: true})
+		return true, nil
+	case cursor.Halted:
+		return true, fmt.Errorf("%w: %s is halted; see `migrate status`, then `migrate resume`", ErrHalted, cp.Shard)
+	}
+	return false, nil
+}
+
+// acquireAndHold takes the lease (a *lock.HeldError when another instance
+// has it), works the shard and gives the lease back.
+func (r *Runner) acquireAndHold(ctx context.Context, j shardJob, base string, electStart time.Time) error {
+	lease, err := r.locker.Acquire(ctx, base, r.opts.Owner)
+	var held *lock.HeldError
+	if errors.As(err, &held) {
 		return err
 	}
+	if err != nil {
+		return errRetry{err}
+	}
+	defer r.release(ctx, lease)
+	return r.hold(ctx, j, lease, time.Since(electStart))
 }
 
 // release gives the lease back (compare-and-delete), even when ctx was
 // cancelled by a signal.
-func (r *Runner) release(ctx context.Context, lease *lock.Lease, log interface{ Warn(string, ...any) }) {
+func (r *Runner) release(ctx context.Context, lease *lock.Lease) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err := lease.Release(ctx); err != nil && !errors.Is(err, lock.ErrNotOwner) {
-		log.Warn("lease release failed; it will expire by its TTL", "err", err)
+		r.log.Warn("lease release failed; it will expire by its TTL", "lease", lease.Key(), "err", err)
 	}
 }
 
@@ -100,13 +142,16 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	log := r.log.With("shard", s.String(), "token", int64(t))
 	lctx := lease.Context()
 	recoverStart := time.Now()
-	cp, err := r.takeover(lctx, s, t, owner)
+	cp, err := r.takeover(lease, s, t, owner)
 	if err != nil {
-		return r.fenced(lctx, err)
+		var rc errReclaim
+		if errors.As(err, &rc) || lctx.Err() != nil {
+			return r.fenced(ctx, lctx, err)
+		}
+		return errRetry{fmt.Errorf("takeover of %s: %w", s, err)}
 	}
-	if cp.State == cursor.Done {
-		r.addShard(ShardResult{Table: j.table.Name, Shard: s.Index, State: string(cp.State), Token: int64(cp.Token), ByOther: true})
-		return nil
+	if stop, err := r.finished(j, cp); stop {
+		return err // done or halted between our first look and the claim
 	}
 	recoverDur := time.Since(recoverStart)
 	prev := lease.Previous()
@@ -118,36 +163,38 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	}
 	spec := j.spec
 	spec.Range = dialect.Range{Lo: cp.Lo, Hi: cp.Hi}
-	res, err := r.copier().Copy(ctx, spec, lease, t, owner, cp.LastKey)
+	res, err := r.copier().Copy(ctx, spec, lease, t, owner, cp)
 	if takeover {
 		r.addTakeover(Takeover{
-			Table: j.table.Name, Shard: s.Index, Token: int64(t), PreviousOwner: prev.Owner,
+			Table: j.table.Name, Target: j.table.Target, Shard: s.Index, Token: int64(t), PreviousOwner: prev.Owner,
 			WaitMs: lease.Wait().Milliseconds(), ElectMs: elect.Milliseconds(), RecoverMs: recoverDur.Milliseconds(),
 			RtoMs:        (lease.Wait() + elect + recoverDur).Milliseconds(),
 			ReplayedRows: res.Updated, ResumedAfter: fmt.Sprint(cp.LastKey),
 		})
 	}
+	result := ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(cursor.Running), Token: int64(t), Rows: res.Rows, Batches: res.Batches}
+	if err == nil {
+		err = r.setState(lease, s, t, owner, cursor.Done)
+	}
 	if err != nil {
-		r.addShard(ShardResult{Table: j.table.Name, Shard: s.Index, State: string(cursor.Running), Token: int64(t), Rows: res.Rows, Batches: res.Batches})
+		r.addShard(result)
 		if errors.Is(err, batch.ErrHalted) {
-			r.halt(ctx, s, t, owner, log)
+			r.halt(lease, s, t, owner, log)
 			return fmt.Errorf("%w: %w", ErrHalted, err)
 		}
-		return r.fenced(lctx, err)
-	}
-	if err := r.setState(lctx, s, t, owner, cursor.Done); err != nil {
-		return r.fenced(lctx, err)
+		return r.fenced(ctx, lctx, err)
 	}
 	log.Info("shard done", "rows", res.Rows, "batches", res.Batches, "replayed", res.Updated)
-	r.addShard(ShardResult{Table: j.table.Name, Shard: s.Index, State: string(cursor.Done), Token: int64(t), Rows: res.Rows, Batches: res.Batches})
+	result.State = string(cursor.Done)
+	r.addShard(result)
 	return nil
 }
 
 // takeover is C2: one transaction raises the watermark strictly to t (which
 // waits out any in-flight transaction of the old holder) and reads the
 // checkpoint.
-func (r *Runner) takeover(ctx context.Context, s fence.Shard, t fence.Token, owner string) (cp cursor.Checkpoint, err error) {
-	err = inTx(ctx, r.dst, func(tx *sql.Tx) error {
+func (r *Runner) takeover(lease *lock.Lease, s fence.Shard, t fence.Token, owner string) (cp cursor.Checkpoint, err error) {
+	err = r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
 		if err := r.fence.Claim(ctx, tx, s, t, owner); err != nil {
 			var st *fence.StaleError
 			if errors.As(err, &st) {
@@ -162,8 +209,8 @@ func (r *Runner) takeover(ctx context.Context, s fence.Shard, t fence.Token, own
 }
 
 // setState records the shard's state, fenced like a batch.
-func (r *Runner) setState(ctx context.Context, s fence.Shard, t fence.Token, owner string, st cursor.State) error {
-	return inTx(ctx, r.dst, func(tx *sql.Tx) error {
+func (r *Runner) setState(lease *lock.Lease, s fence.Shard, t fence.Token, owner string, st cursor.State) error {
+	return r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
 		if err := r.fence.Check(ctx, tx, s, t, owner); err != nil {
 			return err
 		}
@@ -171,18 +218,32 @@ func (r *Runner) setState(ctx context.Context, s fence.Shard, t fence.Token, own
 	})
 }
 
-// halt records the shard halted so no instance resumes it automatically,
-// even when the run is being cancelled.
-func (r *Runner) halt(ctx context.Context, s fence.Shard, t fence.Token, owner string, log interface{ Error(string, ...any) }) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	if err := r.setState(ctx, s, t, owner, cursor.Halted); err != nil {
-		log.Error("could not record the shard halted", "shard", s.String(), "err", err)
+// halt records the shard halted so no instance resumes it automatically.
+func (r *Runner) halt(lease *lock.Lease, s fence.Shard, t fence.Token, owner string, log *slog.Logger) {
+	if err := r.setState(lease, s, t, owner, cursor.Halted); err != nil {
+		log.Error("could not record the shard halted", "err", err)
+		return
 	}
+	log.Error("shard halted: automatic recovery gave up; fix the cause, then run `migrate resume`")
 }
 
-// inTx runs fn in a transaction: committed when fn succeeds, rolled back
-// otherwise.
+// leaseTx runs fn in a transaction bounded by the lease (batch.Begin):
+// committed when fn succeeds, rolled back otherwise.
+func (r *Runner) leaseTx(lease *lock.Lease, fn func(context.Context, *sql.Tx) error) error {
+	tx, ctx, cancel, err := batch.Begin(r.dst, r.dstD, lease)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	if err := fn(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// inTx runs fn in a plain transaction: committed when fn succeeds, rolled
+// back otherwise.
 func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -197,19 +258,20 @@ func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
 
 // fenced classifies an error that stopped a holder: a refused token or a lost
 // lease becomes ErrFenced (counted as a stale rejection when the target
-// refused it); anything else is returned as is.
-func (r *Runner) fenced(lctx context.Context, err error) error {
+// refused it); a cancelled run or anything else is returned as is.
+func (r *Runner) fenced(ctx, lctx context.Context, err error) error {
 	var rc errReclaim
-	if errors.As(err, &rc) {
+	switch {
+	case errors.As(err, &rc):
 		return err
-	}
-	if errors.Is(err, fence.ErrStale) {
+	case errors.Is(err, fence.ErrStale):
 		r.mu.Lock()
 		r.report.StaleRejections++
 		r.mu.Unlock()
 		return fmt.Errorf("%w: %w", ErrFenced, err)
-	}
-	if errors.Is(err, batch.ErrLeaseLost) || errors.Is(context.Cause(lctx), lock.ErrLost) {
+	case ctx.Err() != nil:
+		return err
+	case errors.Is(err, batch.ErrLeaseLost) || errors.Is(context.Cause(lctx), lock.ErrLost):
 		return fmt.Errorf("%w: %w", ErrFenced, err)
 	}
 	return err

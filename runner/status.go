@@ -2,11 +2,13 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/plans"
 )
 
 // Status reads the plan's durable state: checkpoints and watermarks from the
@@ -28,16 +30,13 @@ func (r *Runner) Status(ctx context.Context) (*Status, error) {
 			if err != nil {
 				return nil, err
 			}
-			var last any
-			if cp.LastKey != nil {
-				last = cp.LastKey
-				if len(cp.LastKey) == 1 {
-					last = cp.LastKey[0]
-				}
+			name := cp.Shard.Table
+			if t, ok := r.plan.Table(cp.Shard.Table); ok {
+				name = t.Name
 			}
 			st.Tables = append(st.Tables, ShardStatus{
-				Table: cp.Shard.Table, Shard: cp.Shard.Index, State: string(cp.State), RowsDone: cp.RowsDone,
-				LastKey: last, Token: int64(cp.Token), UpdatedAt: cp.UpdatedAt.UTC().Format(time.RFC3339Nano),
+				Table: name, Target: cp.Shard.Table, Shard: cp.Shard.Index, LastKey: lastKeyJSON(cp.LastText), State: string(cp.State), RowsDone: cp.RowsDone,
+				Token: int64(cp.Token), UpdatedAt: cp.UpdatedAt.UTC().Format(time.RFC3339Nano),
 				Watermark: int64(w), Holder: holder,
 			})
 		}
@@ -50,9 +49,41 @@ func (r *Runner) Status(ctx context.Context) (*Status, error) {
 				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
 			}
 			if info.Held {
-				st.Leases = append(st.Leases, LeaseStatus{Table: t.Target, Shard: i, Owner: info.Owner, Token: info.Token, TTLMs: info.TTL.Milliseconds()})
+				st.Leases = append(st.Leases, LeaseStatus{Table: t.Name, Target: t.Target, Shard: i, Owner: info.Owner, Token: info.Token, TTLMs: info.TTL.Milliseconds()})
 			}
 		}
 	}
 	return st, nil
+}
+
+// lastKeyJSON shows a stored cursor as JSON: a one-part key as its value
+// (numbers stay numbers), a composite key as an array, none as null.
+func lastKeyJSON(text string) json.RawMessage {
+	var parts []json.RawMessage
+	if text == "" || json.Unmarshal([]byte(text), &parts) != nil {
+		return json.RawMessage("null")
+	}
+	if len(parts) == 1 {
+		return parts[0]
+	}
+	return json.RawMessage(text)
+}
+
+// Resume sets halted shards back to pending (SPEC §6): of one table of the
+// plan (source or target name) or all when table is "", of one shard or all
+// when shard < 0. It returns how many it resumed.
+func (r *Runner) Resume(ctx context.Context, table string, shard int) (int64, error) {
+	target := ""
+	if table != "" {
+		t, ok := r.plan.Table(table)
+		if !ok {
+			return 0, fmt.Errorf("%w: the plan has no table %q", plans.ErrInvalid, table)
+		}
+		target = t.Target
+	}
+	n, err := r.cursor.Resume(ctx, r.dst, r.plan.Name, target, shard)
+	if err == nil {
+		r.log.Info("halted shards resumed", "plan", r.plan.Name, "table", table, "shard", shard, "count", n)
+	}
+	return n, err
 }

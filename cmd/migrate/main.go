@@ -34,6 +34,7 @@ Usage:
   migrate run      -p PLAN [--json] [--instance NAME] [--no-verify]
   migrate status   -p PLAN [--json]
   migrate validate -p PLAN
+  migrate resume   -p PLAN [--table NAME] [--shard N]
 
 Without -p, a single table is described by flags:
   --source URL --target URL --redis URL --table NAME --key COLS
@@ -64,6 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"run":      runCmd,
 		"status":   statusCmd,
 		"validate": validateCmd,
+		"resume":   resumeCmd,
 	}
 	name := args[0]
 	if name == "-h" || name == "--help" || name == "help" {

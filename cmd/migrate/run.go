@@ -31,7 +31,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	plan, err := pf.load()
 	if err != nil {
-		return err
+		return printFailure(stdout, *asJSON, &runner.Report{}, err)
 	}
 	var progress *bar
 	logTo := stderr
@@ -48,20 +48,38 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	log.Info("starting", "plan", plan.Name, "owner", owner, "source", plan.Source, "target", plan.Target, "redis", plan.Redis)
 	r, err := runner.Open(ctx, plan, opts, false)
 	if err != nil {
-		return err
+		return printFailure(stdout, *asJSON, &runner.Report{Plan: plan.Name, Instance: *instance, Owner: owner}, err)
 	}
 	defer r.Close()
 	rep, runErr := r.Run(ctx)
+	if runErr != nil {
+		rep.Error = runErr.Error()
+	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := writeJSON(stdout, rep); err != nil {
 			return err
 		}
 	} else {
 		printReport(stdout, rep)
 	}
 	return runErr
+}
+
+// printFailure reports a run that could not start: with --json still one
+// JSON object on stdout, so scripts always have one to read.
+func printFailure(stdout io.Writer, asJSON bool, rep *runner.Report, err error) error {
+	if asJSON {
+		rep.Error = err.Error()
+		rep.Takeovers, rep.Shards = []runner.Takeover{}, []runner.ShardResult{}
+		_ = writeJSON(stdout, rep)
+	}
+	return err
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 func printReport(w io.Writer, rep *runner.Report) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -38,9 +37,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(st)
+		return writeJSON(stdout, st)
 	}
 	fmt.Fprintf(stdout, "plan %s\n", st.Plan)
 	if len(st.Tables) == 0 {
@@ -49,9 +46,9 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "TABLE\tSHARD\tSTATE\tROWS\tLAST KEY\tTOKEN\tWATERMARK\tUPDATED")
 	for _, t := range st.Tables {
-		last := "-"
-		if t.LastKey != nil {
-			last = fmt.Sprint(t.LastKey)
+		last := string(t.LastKey)
+		if last == "null" {
+			last = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%s\n", t.Table, t.Shard, t.State, t.RowsDone, last, t.Token, t.Watermark, t.UpdatedAt)
 	}
