@@ -11,12 +11,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/internal/backoff"
 )
 
 // ErrHalted means the shard failed max_retries consecutive attempts and
@@ -384,11 +384,9 @@ func (p permanent) Error() string { return p.err.Error() }
 func (p permanent) Unwrap() error { return p.err }
 
 // retry runs fn until it succeeds, fails permanently, or fails max+1 times in
-// a row; then it returns ErrHalted with the last error. Backoff doubles from
-// 500ms with jitter, capped at 10s: five retries span about 15s, enough to
-// ride out a database restart.
+// a row; then it returns ErrHalted with the last error. It waits
+// backoff.Delay between attempts.
 func retry(ctx context.Context, max int, fn func() error, log *slog.Logger, sh fence.Shard, what string) error {
-	backoff := 500 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		err := fn()
 		if err == nil {
@@ -404,7 +402,7 @@ func retry(ctx context.Context, max int, fn func() error, log *slog.Logger, sh f
 		if attempt >= max {
 			return fmt.Errorf("%w: %s %s failed %d times: %w", ErrHalted, what, sh, attempt+1, err)
 		}
-		sleep := time.Duration(rand.Int64N(int64(backoff))) + backoff/2
+		sleep := backoff.Delay(attempt + 1)
 		if log != nil {
 			log.Warn("batch failed, retrying", "shard", sh.String(), "op", what, "attempt", attempt+1, "backoff", sleep, "err", err)
 		}
@@ -413,6 +411,5 @@ func retry(ctx context.Context, max int, fn func() error, log *slog.Logger, sh f
 			return ctx.Err()
 		case <-time.After(sleep):
 		}
-		backoff = min(backoff*2, 10*time.Second)
 	}
 }

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/migrate-dev/migrate/batch"
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/internal/backoff"
 	"github.com/migrate-dev/migrate/lock"
 )
 
@@ -70,7 +70,7 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 			if failures > r.plan.MaxRetries {
 				return fmt.Errorf("%s: gave up after %d attempts: %w", s, failures, err)
 			}
-			wait := backoff(failures)
+			wait := backoff.Delay(failures)
 			log.Warn("could not take the shard, retrying", "err", err, "attempt", failures, "backoff", wait)
 			select {
 			case <-ctx.Done():
@@ -89,13 +89,6 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 func isTransient(err error) bool {
 	var ne interface{ Timeout() bool }
 	return errors.As(err, &ne) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// backoff is the wait before attempt n+1: doubling from 500ms, capped at
-// 10s, with jitter.
-func backoff(n int) time.Duration {
-	d := min(500*time.Millisecond<<min(n-1, 5), 10*time.Second)
-	return d/2 + rand.N(d)
 }
 
 // finished reports whether the shard needs no more work, recording it.
