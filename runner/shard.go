@@ -170,11 +170,14 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 		err = r.setState(lease, s, t, owner, cursor.Done)
 	}
 	if err != nil {
-		r.addShard(result)
 		if errors.Is(err, batch.ErrHalted) {
-			r.halt(lease, s, t, owner, log)
+			if r.halt(lease, s, t, owner, log) {
+				result.State = string(cursor.Halted)
+			}
+			r.addShard(result)
 			return fmt.Errorf("%w: %w", ErrHalted, err)
 		}
+		r.addShard(result)
 		return r.fenced(ctx, lctx, err)
 	}
 	log.Info("shard done", "rows", res.Rows, "batches", res.Batches, "replayed", res.Updated)
@@ -211,13 +214,15 @@ func (r *Runner) setState(lease *lock.Lease, s fence.Shard, t fence.Token, owner
 	})
 }
 
-// halt records the shard halted so no instance resumes it automatically.
-func (r *Runner) halt(lease *lock.Lease, s fence.Shard, t fence.Token, owner string, log *slog.Logger) {
+// halt records the shard halted so no instance resumes it automatically,
+// and reports whether it could.
+func (r *Runner) halt(lease *lock.Lease, s fence.Shard, t fence.Token, owner string, log *slog.Logger) bool {
 	if err := r.setState(lease, s, t, owner, cursor.Halted); err != nil {
 		log.Error("could not record the shard halted", "err", err)
-		return
+		return false
 	}
 	log.Error("shard halted: automatic recovery gave up; fix the cause, then run `migrate resume`")
+	return true
 }
 
 // leaseTx runs fn in a transaction bounded by the lease (batch.Begin):

@@ -59,7 +59,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		if err := writeJSON(stdout, rep); err != nil {
 			return err
 		}
-	} else {
+	} else if runErr == nil || len(rep.Shards) > 0 {
 		printReport(stdout, rep)
 	}
 	return runErr
