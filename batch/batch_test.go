@@ -335,7 +335,10 @@ func BenchmarkCopy(b *testing.B) {
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	})
 	b.Run("fenced-copy", func(b *testing.B) {
-		tok := fence.Token(1)
+		tok, _, err := e.fence.Watermark(context.Background(), e.dst, e.spec.Shard)
+		if err != nil {
+			b.Fatal(err)
+		}
 		for b.Loop() {
 			b.StopTimer()
 			mustExec(b, e.dst, `TRUNCATE items`)
