@@ -28,8 +28,12 @@ var ErrLeaseLost = errors.New("batch: lease lost")
 
 // SourceSQL is what the copier needs from the source dialect.
 type SourceSQL interface {
-	SelectPage(table []string, cols, key []string, after bool, r dialect.Range, limit int) string
+	SelectPage(table []string, cols, key []string, after bool, r dialect.Range, limit int) dialect.Query
 }
+
+// Convert turns one value read from the source into the value written to
+// the target column; it is nil when no column needs converting.
+type Convert func(col int, v any) (any, error)
 
 // TargetSQL is what the copier needs from the target dialect.
 type TargetSQL interface {
@@ -71,6 +75,7 @@ type Spec struct {
 	Range       dialect.Range
 	BatchSize   int
 	MaxRetries  int
+	Convert     Convert // nil: values go to the target as read
 }
 
 // Progress is reported after each committed batch.
@@ -221,14 +226,14 @@ func (c *Copier) read(ctx context.Context, spec Spec, keyIdx []int, after []any,
 
 func (c *Copier) readPage(ctx context.Context, spec Spec, after []any) ([][]any, error) {
 	q := c.SourceSQL.SelectPage(spec.Source, spec.Columns, spec.Key, after != nil, spec.Range, spec.BatchSize)
-	args := append([]any{}, after...)
-	if spec.Range.Lo != nil {
-		args = append(args, spec.Range.Lo)
+	values := make([]any, len(spec.Key), len(spec.Key)+2)
+	copy(values, after)
+	values = append(values, spec.Range.Lo, spec.Range.Hi)
+	args := make([]any, len(q.Args))
+	for i, a := range q.Args {
+		args[i] = values[a]
 	}
-	if spec.Range.Hi != nil {
-		args = append(args, spec.Range.Hi)
-	}
-	rows, err := c.Source.QueryContext(ctx, q, args...)
+	rows, err := c.Source.QueryContext(ctx, q.SQL, args...)
 	if err != nil {
 		return nil, fmt.Errorf("read %s after %v: %w", spec.Shard, after, err)
 	}
@@ -242,6 +247,14 @@ func (c *Copier) readPage(ctx context.Context, spec Spec, after []any) ([][]any,
 		}
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, fmt.Errorf("read %s after %v: %w", spec.Shard, after, err)
+		}
+		if spec.Convert != nil {
+			for i, v := range vals {
+				if vals[i], err = spec.Convert(i, v); err != nil {
+					key, _ := keyIndexes(spec)
+					return nil, permanent{fmt.Errorf("%w: %s: row with key %v: column %q: %w", ErrHalted, spec.Shard, keyOf(vals, key), spec.Columns[i], err)}
+				}
+			}
 		}
 		out = append(out, vals)
 	}
@@ -310,10 +323,14 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 		}
 		return 0, 0, err
 	}
+	keyIdx, err := keyIndexes(spec)
+	if err != nil {
+		return 0, 0, permanent{err}
+	}
 	per := (c.TargetSQL.MaxParams() - 1) / (len(spec.Columns) + 1)
 	for start := 0; start < len(rows); start += per {
 		chunk := rows[start:min(start+per, len(rows))]
-		i, u, err := c.upsert(tctx, tx, spec, t, chunk)
+		i, u, err := c.upsert(tctx, tx, spec, keyIdx, t, chunk)
 		if err != nil {
 			return 0, 0, fmt.Errorf("upsert batch of %s up to %v: %w", spec.Shard, last, err)
 		}
@@ -358,23 +375,37 @@ func Begin(db *sql.DB, b Bounder, lease Lease) (*sql.Tx, context.Context, contex
 	return tx, tctx, cancel, nil
 }
 
-func (c *Copier) upsert(ctx context.Context, tx *sql.Tx, spec Spec, t fence.Token, rows [][]any) (ins, upd int64, err error) {
+func (c *Copier) upsert(ctx context.Context, tx *sql.Tx, spec Spec, keyIdx []int, t fence.Token, rows [][]any) (ins, upd int64, err error) {
 	st := c.TargetSQL.Upsert(spec.Target, spec.Columns, spec.Key, spec.FenceColumn, len(rows))
-	args := make([]any, 0, len(rows)*len(spec.Columns)+1)
+	args := make([]any, 0, len(rows)*(len(spec.Columns)+1))
 	for _, r := range rows {
 		args = append(args, r...)
+		if st.TokenPerRow {
+			args = append(args, int64(t))
+		}
 	}
-	args = append(args, int64(t))
+	if !st.TokenPerRow {
+		args = append(args, int64(t))
+	}
 	if st.Returns {
 		err = tx.QueryRowContext(ctx, st.SQL, args...).Scan(&ins, &upd)
 		return ins, upd, err
 	}
-	res, err := tx.ExecContext(ctx, st.SQL, args...)
-	if err != nil {
+	// Count the rows that exist and those with a newer token before
+	// writing; the engine's affected-row count cannot tell them apart.
+	probe := make([]any, 0, 1+len(rows)*len(keyIdx))
+	probe = append(probe, int64(t))
+	for _, r := range rows {
+		probe = append(probe, keyOf(r, keyIdx)...)
+	}
+	var exist, newer int64
+	if err := tx.QueryRowContext(ctx, st.Probe, probe...).Scan(&exist, &newer); err != nil {
+		return 0, 0, fmt.Errorf("probe: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, st.SQL, args...); err != nil {
 		return 0, 0, err
 	}
-	n, err := res.RowsAffected()
-	return n, 0, err
+	return int64(len(rows)) - exist, exist - newer, nil
 }
 
 // permanent marks an error that retrying cannot fix.

@@ -47,7 +47,7 @@ type SQL interface {
 	CheckpointAdvance() string
 	CheckpointState() string
 	CheckpointList() string
-	CheckpointResume() string
+	CheckpointResume(byTable, byShard bool) string
 }
 
 // Querier is what the cursor needs from a transaction or pool.
@@ -169,7 +169,14 @@ func oneRow(res sql.Result, sh fence.Shard) error {
 // up again: every table when table is "", every shard when shard < 0. It
 // returns how many it resumed.
 func (s *Store) Resume(ctx context.Context, q Querier, plan, table string, shard int) (int64, error) {
-	res, err := q.ExecContext(ctx, s.sql.CheckpointResume(), plan, table, shard)
+	args := []any{plan}
+	if table != "" {
+		args = append(args, table)
+	}
+	if shard >= 0 {
+		args = append(args, shard)
+	}
+	res, err := q.ExecContext(ctx, s.sql.CheckpointResume(table != "", shard >= 0), args...)
 	if err != nil {
 		return 0, fmt.Errorf("cursor: resume %s: %w", plan, err)
 	}

@@ -6,6 +6,7 @@
 package dialect
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"time"
@@ -23,6 +24,7 @@ const (
 type Column struct {
 	Name    string
 	Type    string // the engine's own type text, e.g. "numeric(12,2)"
+	Base    string // the type's name without modifiers, lower case, e.g. "numeric"
 	NotNull bool
 }
 
@@ -48,12 +50,24 @@ type Range struct {
 	Lo, Hi any
 }
 
-// Upsert is a batch write statement. When Returns is true the statement is a
-// query yielding one row (inserted, updated); otherwise it is executed and the
-// counts are unknown.
+// Query is a statement whose bind parameters are picked from a list of
+// logical values: Args[i] is the index of the i-th parameter's value.
+type Query struct {
+	SQL  string
+	Args []int
+}
+
+// Upsert is a batch write statement. Its parameters are each row's values
+// followed by the token once, or (TokenPerRow) each row's values and the
+// token. When Returns is true the statement is a query yielding one row
+// (inserted, updated). Otherwise it is executed, and Probe, run first in the
+// same transaction with the token then every row's key values as
+// parameters, yields (rows that exist, rows with a newer token).
 type Upsert struct {
-	SQL     string
-	Returns bool
+	SQL         string
+	Returns     bool
+	TokenPerRow bool
+	Probe       string
 }
 
 // Dialect produces the SQL of one engine.
@@ -81,9 +95,9 @@ type Dialect interface {
 	KeyBounds(table []string, col string) string
 
 	// SelectPage reads up to limit rows of cols ordered by key, after the
-	// key values given (when after is true: len(key) parameters) and
-	// within the shard range (parameters follow: lo then hi when set).
-	SelectPage(table []string, cols, key []string, after bool, r Range, limit int) string
+	// key values given (when after is true) and within the shard range. The
+	// logical values are the after key's parts, then lo, then hi.
+	SelectPage(table []string, cols, key []string, after bool, r Range, limit int) Query
 	// Upsert writes rows rows of cols plus the fence column: an existing
 	// row is overwritten only when its stored token is <= the incoming one.
 	Upsert(table []string, cols, key []string, fence string, rows int) Upsert
@@ -100,15 +114,17 @@ type Dialect interface {
 	AddFenceColumn(table []string, fence string) string
 	// Helpers creates the watermark and checkpoint tables if missing.
 	Helpers() []string
-	// SetupLock serialises setup across instances for the rest of the
-	// transaction; args: a lock name.
+	// SetupLock and SetupUnlock take and give back a session lock that
+	// serialises setup across instances; args: a lock name. They run on
+	// one connection.
 	SetupLock(name string) (string, []any)
+	SetupUnlock(name string) (string, []any)
 
 	// FenceClaim raises the watermark strictly (F1): args plan, table,
-	// shard, token, owner; one row affected means claimed.
+	// shard, token, owner; any row affected means claimed.
 	FenceClaim() string
 	// FenceCheck locks the watermark row if it still holds exactly
-	// (token, owner): args plan, table, shard, token, owner; one row
+	// (token, owner): args plan, table, shard, token, owner; any row
 	// affected means still ours.
 	FenceCheck() string
 	// FenceRead yields (token, owner) of the watermark: args plan, table, shard.
@@ -127,11 +143,17 @@ type Dialect interface {
 	// CheckpointState sets the state: args state, token, plan, table, shard.
 	CheckpointState() string
 	// CheckpointResume sets halted checkpoints back to pending: args plan,
-	// table ("" for every table), shard (-1 for every shard).
-	CheckpointResume() string
+	// then the table when byTable, then the shard when byShard.
+	CheckpointResume(byTable, byShard bool) string
 	// CheckpointList yields (table, shard, state, rows_done, last_key,
 	// token, updated_at) of a plan: args plan.
 	CheckpointList() string
+}
+
+// Detector is a dialect that refines itself once connected, from the
+// server's version (MySQL vs MariaDB syntax).
+type Detector interface {
+	Detect(ctx context.Context, db *sql.DB) (Dialect, error)
 }
 
 // For returns the dialect of an engine.
@@ -139,7 +161,24 @@ func For(e plans.Engine) (Dialect, error) {
 	switch e {
 	case plans.Postgres:
 		return Postgres{}, nil
+	case plans.MySQL:
+		return MySQL{}, nil
 	default:
-		return nil, fmt.Errorf("dialect: engine %q is not supported yet", e)
+		return nil, fmt.Errorf("dialect: engine %q is not supported", e)
 	}
+}
+
+// Open connects with d and, for a Detector, refines d from the server.
+func Open(ctx context.Context, d Dialect, dsn plans.DSN, s Session) (*sql.DB, Dialect, error) {
+	db, err := d.Open(dsn, s)
+	if err != nil {
+		return nil, nil, err
+	}
+	if det, ok := d.(Detector); ok {
+		if d, err = det.Detect(ctx, db); err != nil {
+			_ = db.Close()
+			return nil, nil, err
+		}
+	}
+	return db, d, nil
 }

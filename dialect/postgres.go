@@ -63,10 +63,13 @@ func (p Postgres) quoteList(cols []string) string {
 // regclass is the table name as text for a $1::regclass cast.
 func (p Postgres) regclass(table []string) string { return p.Quote(table...) }
 
-// Columns implements Dialect.
+// Columns implements Dialect. An enum's base is "enum", a domain's its base
+// type's.
 func (p Postgres) Columns(table []string) (string, []any) {
-	return `SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
-FROM pg_catalog.pg_attribute a
+	return `SELECT a.attname, format_type(a.atttypid, a.atttypmod),
+  CASE WHEN t.typtype = 'e' THEN 'enum' WHEN t.typtype = 'd' THEN format_type(t.typbasetype, NULL) ELSE format_type(a.atttypid, NULL) END,
+  a.attnotnull
+FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
 WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum`, []any{p.regclass(table)}
 }
@@ -103,31 +106,32 @@ func (p Postgres) KeyBounds(table []string, col string) string {
 	return "SELECT min(" + c + "), max(" + c + ") FROM " + p.Quote(table...)
 }
 
-// SelectPage implements Dialect.
-func (p Postgres) SelectPage(table []string, cols, key []string, after bool, r Range, limit int) string {
+// SelectPage implements Dialect with a row-value comparison.
+func (p Postgres) SelectPage(table []string, cols, key []string, after bool, r Range, limit int) Query {
+	var q Query
 	var b strings.Builder
 	b.WriteString("SELECT " + p.quoteList(cols) + " FROM " + p.Quote(table...))
 	var where []string
-	n := 0
-	next := func() string { n++; return "$" + strconv.Itoa(n) }
+	next := func(arg int) string { q.Args = append(q.Args, arg); return "$" + strconv.Itoa(len(q.Args)) }
 	if after {
 		ph := make([]string, len(key))
 		for i := range key {
-			ph[i] = next()
+			ph[i] = next(i)
 		}
 		where = append(where, "("+p.quoteList(key)+") > ("+strings.Join(ph, ", ")+")")
 	}
 	if r.Lo != nil {
-		where = append(where, p.Quote(key[0])+" > "+next())
+		where = append(where, p.Quote(key[0])+" > "+next(len(key)))
 	}
 	if r.Hi != nil {
-		where = append(where, p.Quote(key[0])+" <= "+next())
+		where = append(where, p.Quote(key[0])+" <= "+next(len(key)+1))
 	}
 	if len(where) > 0 {
 		b.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}
 	b.WriteString(" ORDER BY " + p.quoteList(key) + " LIMIT " + strconv.Itoa(limit))
-	return b.String()
+	q.SQL = b.String()
+	return q
 }
 
 // Upsert implements Dialect. The token is one parameter after the row
@@ -213,7 +217,12 @@ func (p Postgres) Helpers() []string {
 
 // SetupLock implements Dialect.
 func (Postgres) SetupLock(name string) (string, []any) {
-	return `SELECT pg_advisory_xact_lock(hashtext($1))`, []any{name}
+	return `SELECT pg_advisory_lock(hashtext($1))`, []any{name}
+}
+
+// SetupUnlock implements Dialect.
+func (Postgres) SetupUnlock(name string) (string, []any) {
+	return `SELECT pg_advisory_unlock(hashtext($1))`, []any{name}
 }
 
 // FenceClaim implements Dialect.
@@ -261,9 +270,18 @@ WHERE plan = $3 AND tbl = $4 AND shard = $5`
 }
 
 // CheckpointResume implements Dialect.
-func (p Postgres) CheckpointResume() string {
-	return `UPDATE ` + p.Quote(CheckpointTable) + ` SET state = 'pending', updated_at = now()
-WHERE plan = $1 AND state = 'halted' AND (tbl = $2 OR $2 = '') AND (shard = $3 OR $3 < 0)`
+func (p Postgres) CheckpointResume(byTable, byShard bool) string {
+	q := `UPDATE ` + p.Quote(CheckpointTable) + ` SET state = 'pending', updated_at = now() WHERE plan = $1 AND state = 'halted'`
+	n := 1
+	if byTable {
+		n++
+		q += " AND tbl = $" + strconv.Itoa(n)
+	}
+	if byShard {
+		n++
+		q += " AND shard = $" + strconv.Itoa(n)
+	}
+	return q
 }
 
 // CheckpointList implements Dialect.

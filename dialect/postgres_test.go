@@ -22,8 +22,8 @@ func TestPostgres_SelectPage(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			if got := p.SelectPage(tbl, []string{"id", "v"}, c.key, c.after, c.r, 1000); got != c.want {
-				t.Errorf("got  %s\nwant %s", got, c.want)
+			if got := p.SelectPage(tbl, []string{"id", "v"}, c.key, c.after, c.r, 1000); got.SQL != c.want {
+				t.Errorf("got  %s\nwant %s", got.SQL, c.want)
 			}
 		})
 	}

@@ -1,12 +1,315 @@
 package dialect
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/migrate-dev/migrate/plans"
+)
+
+// keyTextLen is the varchar length for a text key column in MySQL: InnoDB
+// keys hold at most 3072 bytes, 768 utf8mb4 characters, shared by the
+// key's text columns.
+const keyTextLen = 768
 
 // MapColumns translates source column definitions into the target engine's
-// types, for creating a missing target table (C4).
-func MapColumns(from, to Dialect, cols []Column) ([]Column, error) {
-	if from.Engine() == to.Engine() {
-		return cols, nil
+// types, for creating a missing target table (C4). overrides (column ->
+// target type text, the plan's `types`) win. A type with no mapping is an
+// error naming table.column and type.
+func MapColumns(from, to Dialect, table string, cols []Column, key []string, overrides map[string]string) ([]Column, error) {
+	textKeys := 0
+	for _, c := range cols {
+		if isKey(c.Name, key) && (c.Base == "text" || c.Base == "character varying" && args(c.Type) == nil) {
+			textKeys++
+		}
 	}
-	return nil, fmt.Errorf("dialect: type mapping %s -> %s is not supported yet", from.Engine(), to.Engine())
+	out := make([]Column, len(cols))
+	var errs []string
+	for i, c := range cols {
+		out[i] = c
+		if t, ok := overrides[c.Name]; ok {
+			out[i].Type, out[i].Base = t, baseOf(t)
+			continue
+		}
+		var t string
+		var err error
+		switch {
+		case from.Engine() == to.Engine() && to.Engine() == plans.MySQL && c.Base == "json":
+			t = "json" // MariaDB shows JSON as longtext
+		case from.Engine() == to.Engine():
+			t = c.Type
+		case from.Engine() == plans.Postgres:
+			t, err = pgToMySQL(c, isKey(c.Name, key), max(textKeys, 1))
+		default:
+			t, err = mySQLToPG(c)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s.%s: %v", table, c.Name, err))
+			continue
+		}
+		out[i].Type, out[i].Base = t, baseOf(t)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: no %s type for %s; name one in the plan: types: {column: \"type\"}",
+			plans.ErrInvalid, to.Engine(), strings.Join(errs, "; "))
+	}
+	return out, nil
+}
+
+func isKey(name string, key []string) bool {
+	for _, k := range key {
+		if k == name {
+			return true
+		}
+	}
+	return false
+}
+
+var argsRe = regexp.MustCompile(`\(([^)]*)\)`)
+
+// args returns a type's modifiers: "numeric(12,2)" gives ["12", "2"].
+func args(typ string) []string {
+	m := argsRe.FindStringSubmatch(typ)
+	if m == nil {
+		return nil
+	}
+	parts := strings.Split(m[1], ",")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
+}
+
+// baseOf is a type text without modifiers, lower case.
+func baseOf(typ string) string {
+	return strings.TrimSpace(argsRe.ReplaceAllString(strings.ToLower(typ), ""))
+}
+
+// precision is the fractional-seconds precision of a time type, 6 when not
+// given.
+func precision(typ string) string {
+	if a := args(typ); len(a) == 1 {
+		return a[0]
+	}
+	return "6"
+}
+
+// pgToMySQL maps a PostgreSQL column to a MySQL type.
+func pgToMySQL(c Column, key bool, textKeys int) (string, error) {
+	a := args(c.Type)
+	switch c.Base {
+	case "smallint":
+		return "smallint", nil
+	case "integer":
+		return "int", nil
+	case "bigint":
+		return "bigint", nil
+	case "numeric":
+		if len(a) != 2 {
+			return "", fmt.Errorf("%s has no precision and scale", c.Type)
+		}
+		p, _ := strconv.Atoi(a[0])
+		s, _ := strconv.Atoi(a[1])
+		if p > 65 || s > 30 || s < 0 {
+			return "", fmt.Errorf("%s exceeds MySQL's decimal(65,30)", c.Type)
+		}
+		return "decimal(" + a[0] + "," + a[1] + ")", nil
+	case "real":
+		return "float", nil
+	case "double precision":
+		return "double", nil
+	case "character varying", "text":
+		if c.Base == "character varying" && a != nil {
+			return "varchar(" + a[0] + ")", nil
+		}
+		if key {
+			return "varchar(" + strconv.Itoa(keyTextLen/textKeys) + ")", nil
+		}
+		return "longtext", nil
+	case "character", "bpchar":
+		n := "1"
+		if a != nil {
+			n = a[0]
+		}
+		if v, _ := strconv.Atoi(n); v > 255 {
+			return "varchar(" + n + ")", nil
+		}
+		return "char(" + n + ")", nil
+	case "boolean":
+		return "tinyint(1)", nil
+	case "date":
+		return "date", nil
+	case "time without time zone":
+		return "time(" + precision(c.Type) + ")", nil
+	case "timestamp without time zone", "timestamp with time zone":
+		return "datetime(" + precision(c.Type) + ")", nil
+	case "uuid":
+		return "char(36)", nil
+	case "json", "jsonb":
+		return "json", nil
+	case "bytea":
+		if key {
+			return "varbinary(" + strconv.Itoa(3072/textKeys) + ")", nil
+		}
+		return "longblob", nil
+	case "enum":
+		return "varchar(255)", nil
+	}
+	return "", fmt.Errorf("%s has no mapping", c.Type)
+}
+
+// mySQLToPG maps a MySQL column to a PostgreSQL type. c.Type is MySQL's
+// column_type, e.g. "int(10) unsigned", "tinyint(1)", "enum('a','b')".
+func mySQLToPG(c Column) (string, error) {
+	unsigned := strings.Contains(c.Type, "unsigned")
+	a := args(c.Type)
+	switch c.Base {
+	case "tinyint":
+		if !unsigned && len(a) == 1 && a[0] == "1" {
+			return "boolean", nil
+		}
+		return "smallint", nil
+	case "smallint":
+		if unsigned {
+			return "integer", nil
+		}
+		return "smallint", nil
+	case "mediumint":
+		return "integer", nil
+	case "int", "integer":
+		if unsigned {
+			return "bigint", nil
+		}
+		return "integer", nil
+	case "bigint":
+		if unsigned {
+			return "numeric(20,0)", nil
+		}
+		return "bigint", nil
+	case "decimal", "numeric":
+		if len(a) == 2 {
+			return "numeric(" + a[0] + "," + a[1] + ")", nil
+		}
+		return "numeric(10,0)", nil
+	case "float":
+		return "real", nil
+	case "double", "double precision", "real":
+		return "double precision", nil
+	case "char":
+		return "char(" + firstOr(a, "1") + ")", nil
+	case "varchar":
+		return "varchar(" + firstOr(a, "255") + ")", nil
+	case "tinytext", "text", "mediumtext", "longtext":
+		return "text", nil
+	case "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
+		return "bytea", nil
+	case "date":
+		return "date", nil
+	case "time":
+		return "time(" + firstOr(a, "0") + ")", nil
+	case "datetime":
+		return "timestamp(" + firstOr(a, "0") + ")", nil
+	case "timestamp":
+		return "timestamptz(" + firstOr(a, "0") + ")", nil
+	case "json":
+		return "jsonb", nil
+	case "enum", "set":
+		return "text", nil
+	case "year":
+		return "smallint", nil
+	}
+	return "", fmt.Errorf("%s has no mapping", c.Type)
+}
+
+func firstOr(a []string, def string) string {
+	if len(a) > 0 && a[0] != "" {
+		return a[0]
+	}
+	return def
+}
+
+// Converter returns the function that turns a value read from the source
+// column src[i] into the value written to the target column dst[i], or nil
+// when values go across as read (PostgreSQL to PostgreSQL).
+func Converter(from, to Dialect, src, dst []Column) func(col int, v any) (any, error) {
+	if from.Engine() == plans.Postgres && to.Engine() == plans.Postgres {
+		return nil
+	}
+	return func(i int, v any) (any, error) {
+		if v == nil {
+			return nil, nil
+		}
+		if from.Engine() == plans.MySQL {
+			return fromMySQL(src[i], dst[i], to.Engine(), v)
+		}
+		return pgToMySQLValue(dst[i], v)
+	}
+}
+
+// binaryBases are MySQL types whose values are bytes, not text.
+var binaryBases = map[string]bool{"binary": true, "varbinary": true, "tinyblob": true, "blob": true, "mediumblob": true, "longblob": true, "bit": true}
+
+// fromMySQL converts a value go-sql-driver read: text comes as bytes,
+// unsigned bigints as uint64, zero dates as the zero time.Time.
+func fromMySQL(src, dst Column, to plans.Engine, v any) (any, error) {
+	switch x := v.(type) {
+	case []byte:
+		if binaryBases[src.Base] {
+			return x, nil
+		}
+		s := string(x)
+		if to == plans.Postgres && src.Base == "time" {
+			return s, checkPGTime(s)
+		}
+		return s, nil
+	case uint64:
+		return strconv.FormatUint(x, 10), nil
+	case int64:
+		if to == plans.Postgres && dst.Base == "boolean" {
+			return x != 0, nil
+		}
+	case time.Time:
+		if to == plans.Postgres && x.IsZero() {
+			return nil, fmt.Errorf("MySQL zero date (0000-00-00) has no PostgreSQL value; fix the source row or make the column NULL")
+		}
+	}
+	return v, nil
+}
+
+// checkPGTime refuses MySQL TIME values outside PostgreSQL's 00:00:00 to
+// 24:00:00 (MySQL's TIME is an interval of up to ±838 hours).
+func checkPGTime(s string) error {
+	h, _, ok := strings.Cut(s, ":")
+	n, err := strconv.Atoi(h)
+	if !ok || err != nil || n < 0 || n > 24 || strings.HasPrefix(s, "-") {
+		return fmt.Errorf("MySQL TIME %q is outside PostgreSQL's time range 00:00:00..24:00:00", s)
+	}
+	return nil
+}
+
+// pgToMySQLValue converts a value pgx read for a MySQL column.
+func pgToMySQLValue(dst Column, v any) (any, error) {
+	switch x := v.(type) {
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return nil, fmt.Errorf("%v has no MySQL value", x)
+		}
+	case float32:
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return nil, fmt.Errorf("%v has no MySQL value", x)
+		}
+	case string:
+		if (dst.Base == "decimal" || dst.Base == "numeric") && (x == "NaN" || strings.HasSuffix(x, "Infinity")) {
+			return nil, fmt.Errorf("numeric %s has no MySQL value", x)
+		}
+	case []byte:
+		if !binaryBases[dst.Base] {
+			return string(x), nil // json/jsonb: MySQL refuses JSON from a binary string
+		}
+	}
+	return v, nil
 }

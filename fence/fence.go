@@ -98,7 +98,7 @@ func (f *Fence) verdict(ctx context.Context, tx Tx, res sql.Result, s Shard, t T
 	if err != nil {
 		return fmt.Errorf("fence: %s: %w", s, err)
 	}
-	if n == 1 {
+	if n >= 1 { // MySQL reports 2 for an ON DUPLICATE KEY UPDATE that changed a row
 		return nil
 	}
 	stale := &StaleError{Shard: s, Token: t, Owner: owner}

@@ -16,7 +16,7 @@ import (
 // The keys a plan file may use.
 var (
 	planKeys  = []string{"name", "source", "target", "redis", "lease_ttl", "batch_size", "fence_column", "max_retries", "tables"}
-	tableKeys = []string{"name", "target", "key", "columns", "shards"}
+	tableKeys = []string{"name", "target", "key", "columns", "shards", "types"}
 )
 
 // decoder turns a YAML document into a Plan, recording positions and
@@ -350,6 +350,37 @@ func (d *decoder) list(f *fields, name string, n *yaml.Node, dst *[]string) {
 	*dst = out
 }
 
+// types reads a mapping of column name to target type text.
+func (d *decoder) types(f *fields, name string, n *yaml.Node, dst *map[string]string) {
+	f.at[name] = d.at(n)
+	if n.Kind != yaml.MappingNode {
+		d.probs.add(f.tag(name), d.at(n), "%s must map column names to target types, e.g. {amount: \"decimal(30,10)\"}", name)
+		f.bad[name] = true
+		return
+	}
+	out := map[string]string{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := resolve(n.Content[i]), resolve(n.Content[i+1])
+		if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode || v.Tag == "!!null" || v.Value == "" {
+			d.probs.add(f.tag(name), d.at(k), "%s must map column names to target types, e.g. {amount: \"decimal(30,10)\"}", name)
+			f.bad[name] = true
+			continue
+		}
+		if _, dup := out[k.Value]; dup {
+			d.probs.add(f.tag(name), d.at(k), "column %q is given twice in %s", k.Value, name)
+			f.bad[name] = true
+			continue
+		}
+		typ, ok := d.expand(f.tag(name), name, v)
+		if !ok {
+			f.bad[name] = true
+			continue
+		}
+		out[k.Value] = typ
+	}
+	*dst = out
+}
+
 func (d *decoder) tables(p *Plan, pp *planPos, n *yaml.Node) {
 	pp.at["tables"] = d.at(n)
 	switch {
@@ -384,6 +415,8 @@ func (d *decoder) tables(p *Plan, pp *planPos, n *yaml.Node) {
 				d.list(tf, key, v, &t.Columns)
 			case "shards":
 				d.int(tf, key, v, &t.Shards)
+			case "types":
+				d.types(tf, key, v, &t.Types)
 			}
 		})
 		p.Tables = append(p.Tables, t)

@@ -27,7 +27,8 @@ func TestFromFlags(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Table{Name: "public.Orders", Target: "public.Orders", Key: []string{"id"}, Shards: 1}
+		// PostgreSQL to MySQL: the target defaults to the name without the schema.
+		want := Table{Name: "public.Orders", Target: "Orders", Key: []string{"id"}, Shards: 1}
 		if p.Name != "public-orders" || p.File != "" || !reflect.DeepEqual(p.Tables, []Table{want}) {
 			t.Errorf("got %+v", p)
 		}

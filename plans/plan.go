@@ -43,12 +43,13 @@ type Plan struct {
 
 // Table is one table to copy.
 type Table struct {
-	Name    string   // source table, optionally schema-qualified ("public.orders")
-	Target  string   // target table; defaults to Name
-	Key     []string // business key columns, in order; at least one
-	Columns []string // columns to copy; nil means every source column
-	Shards  int      // key ranges, each with its own lease and cursor; default 1, 1..1024
-	Line    int      // line in the plan file where the table starts; 0 for flags
+	Name    string            // source table, optionally schema-qualified ("public.orders")
+	Target  string            // target table; defaults to Name
+	Key     []string          // business key columns, in order; at least one
+	Columns []string          // columns to copy; nil means every source column
+	Shards  int               // key ranges, each with its own lease and cursor; default 1, 1..1024
+	Types   map[string]string // column -> target type text, for a created target table; overrides the mapping
+	Line    int               // line in the plan file where the table starts; 0 for flags
 }
 
 // SourceIdent splits Name into its identifier parts: "public.orders" gives

@@ -292,7 +292,6 @@ func TestParse_invalid(t *testing.T) {
 			yaml: header + "tables:\n  - {name: a.b.c, key: [id]}\n  - {name: .x, target: 'y.', key: [id]}\n",
 			want: []string{
 				`plan.yaml:6: table "a.b.c": name "a.b.c" must be table or schema.table`,
-				`plan.yaml:6: table "a.b.c": target "a.b.c" must be table or schema.table`,
 				`plan.yaml:7: table ".x": name ".x" must be table or schema.table`,
 				`plan.yaml:7: table ".x": target "y." must be table or schema.table`,
 			},

@@ -118,7 +118,7 @@ func positionsOf(p *Plan) *planPos {
 			tb = flagsPos
 		}
 		tf := newFields(tablePrefix(i), tb)
-		for _, name := range []string{"name", "target", "key", "columns", "shards"} {
+		for _, name := range []string{"name", "target", "key", "columns", "shards", "types"} {
 			tf.at[name] = tb
 		}
 		pp.tables = append(pp.tables, tf)

@@ -34,12 +34,17 @@ func validTableName(s string) bool {
 }
 
 // fillDefaults sets the defaults that depend on other fields: a table's
-// target defaults to its source name.
+// target defaults to its source name, without the schema when the engines
+// differ (a PostgreSQL schema is not a MySQL database).
 func fillDefaults(p *Plan, pp *planPos) {
 	for i := range p.Tables {
 		t := &p.Tables[i]
 		if t.Target == "" && i < len(pp.tables) && !pp.tables[i].has("target") && !pp.tables[i].bad["target"] {
 			t.Target = t.Name
+			if p.Source.Engine() != p.Target.Engine() {
+				parts := splitIdent(t.Name)
+				t.Target = parts[len(parts)-1]
+			}
 		}
 	}
 }

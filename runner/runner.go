@@ -79,17 +79,17 @@ func Open(ctx context.Context, plan *plans.Plan, opts Options, statusOnly bool) 
 	if r.dstD, err = dialect.For(plan.Target.Engine()); err != nil {
 		return nil, err
 	}
-	if r.dst, err = r.dstD.Open(plan.Target, dialect.SessionFor(plan.LeaseTTL)); err != nil {
-		return nil, err
+	if r.dst, r.dstD, err = dialect.Open(ctx, r.dstD, plan.Target, dialect.SessionFor(plan.LeaseTTL)); err != nil {
+		return nil, fmt.Errorf("target %s: %w", plan.Target, err)
 	}
 	if !statusOnly {
 		if r.srcD, err = dialect.For(plan.Source.Engine()); err != nil {
 			r.Close()
 			return nil, err
 		}
-		if r.src, err = r.srcD.Open(plan.Source, dialect.Session{}); err != nil {
+		if r.src, r.srcD, err = dialect.Open(ctx, r.srcD, plan.Source, dialect.Session{}); err != nil {
 			r.Close()
-			return nil, err
+			return nil, fmt.Errorf("source %s: %w", plan.Source, err)
 		}
 	}
 	ropts, err := redis.ParseURL(plan.Redis.Secret())

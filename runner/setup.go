@@ -22,8 +22,8 @@ type shardJob struct {
 
 // setup prepares the target for every table (C4) — helper tables, the
 // target table if missing, the fence column, checkpoints with shard bounds —
-// in one transaction per table under a setup lock, so competing instances
-// agree on the result. It returns the shard jobs.
+// under a setup lock, so competing instances agree on the result. It returns
+// the shard jobs.
 func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 	var jobs []shardJob
 	for _, t := range r.plan.Tables {
@@ -39,15 +39,18 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := r.prepareTarget(ctx, t, cols, bounds); err != nil {
+		dst, err := r.prepareTarget(ctx, t, cols, bounds)
+		if err != nil {
 			return nil, err
 		}
+		convert := dialect.Converter(r.srcD, r.dstD, cols, dst)
 		for i := 0; i < t.Shards; i++ {
 			jobs = append(jobs, shardJob{table: t, spec: batch.Spec{
 				Shard:  fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i},
 				Source: t.SourceIdent(), Target: t.TargetIdent(),
 				Columns: names, Key: t.Key, FenceColumn: r.plan.FenceColumn,
 				BatchSize: r.plan.BatchSize, MaxRetries: r.plan.MaxRetries,
+				Convert: convert,
 			}})
 		}
 	}
@@ -116,10 +119,16 @@ func subset(a, b []string) bool {
 // errNoTable means a table does not exist.
 var errNoTable = errors.New("table does not exist")
 
-// querier is a pool or a transaction.
+// querier is a pool, a connection or a transaction.
 type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// dbConn is a querier that also executes statements.
+type dbConn interface {
+	querier
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 // columns lists a table's columns, or errNoTable.
@@ -141,7 +150,7 @@ func columns(ctx context.Context, db querier, d dialect.Dialect, table []string)
 	var out []dialect.Column
 	for rows.Next() {
 		var c dialect.Column
-		if err := rows.Scan(&c.Name, &c.Type, &c.NotNull); err != nil {
+		if err := rows.Scan(&c.Name, &c.Type, &c.Base, &c.NotNull); err != nil {
 			return nil, err
 		}
 		out = append(out, c)
@@ -181,42 +190,58 @@ func (r *Runner) shardBounds(ctx context.Context, t plans.Table) ([]dialect.Rang
 	return out, nil
 }
 
-// prepareTarget runs the setup transaction of one table.
-func (r *Runner) prepareTarget(ctx context.Context, t plans.Table, cols []dialect.Column, bounds []dialect.Range) error {
-	err := inTx(ctx, r.dst, func(tx *sql.Tx) error {
-		q, args := r.dstD.SetupLock("migrate:" + r.plan.Name)
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			return fmt.Errorf("setup lock: %w", err)
-		}
-		for _, ddl := range r.dstD.Helpers() {
-			if _, err := tx.ExecContext(ctx, ddl); err != nil {
-				return fmt.Errorf("create helper tables: %w", err)
-			}
-		}
-		if err := r.ensureTable(ctx, tx, t, cols); err != nil {
-			return err
-		}
-		if err := r.checkShardCount(ctx, tx, t); err != nil {
-			return err
-		}
-		for i, b := range bounds {
-			s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i}
-			if err := r.cursor.Init(ctx, tx, s, b.Lo, b.Hi); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+// prepareTarget prepares the target for one table on one connection that
+// holds the setup lock (DDL is not transactional in MySQL). It returns the
+// target's definitions of the copied columns, in the same order.
+func (r *Runner) prepareTarget(ctx context.Context, t plans.Table, cols []dialect.Column, bounds []dialect.Range) (dst []dialect.Column, err error) {
+	conn, err := r.dst.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("target setup of %s: %w", t.Target, err)
+		return nil, fmt.Errorf("target setup of %s: %w", t.Target, err)
 	}
-	return nil
+	defer conn.Close()
+	name := "migrate:" + r.plan.Name
+	q, args := r.dstD.SetupLock(name)
+	if _, err := conn.ExecContext(ctx, q, args...); err != nil {
+		return nil, fmt.Errorf("target setup lock: %w", err)
+	}
+	defer func() {
+		q, args := r.dstD.SetupUnlock(name)
+		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), q, args...); uerr != nil && err == nil {
+			err = fmt.Errorf("target setup unlock: %w", uerr)
+		}
+	}()
+	// Everything that can refuse the plan is checked before anything changes.
+	dst, ddl, err := r.targetTable(ctx, conn, t, cols)
+	if err != nil {
+		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
+	}
+	for _, h := range r.dstD.Helpers() {
+		if _, err := conn.ExecContext(ctx, h); err != nil {
+			return nil, fmt.Errorf("create helper tables: %w", err)
+		}
+	}
+	if ddl != "" {
+		r.log.Info("preparing the target table", "table", t.Target, "ddl", ddl)
+		if _, err := conn.ExecContext(ctx, ddl); err != nil {
+			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
+		}
+	}
+	if err := r.checkShardCount(ctx, conn, t); err != nil {
+		return nil, err
+	}
+	for i, b := range bounds {
+		s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i}
+		if err := r.cursor.Init(ctx, conn, s, b.Lo, b.Hi); err != nil {
+			return nil, err
+		}
+	}
+	return dst, nil
 }
 
 // checkShardCount refuses a plan whose shard count differs from the one its
 // existing checkpoints were made with: the stored key ranges would no longer
 // cover the table exactly (fewer shards leave rows out, more overlap).
-func (r *Runner) checkShardCount(ctx context.Context, tx *sql.Tx, t plans.Table) error {
+func (r *Runner) checkShardCount(ctx context.Context, tx dbConn, t plans.Table) error {
 	cps, err := r.cursor.List(ctx, tx, r.plan.Name)
 	if err != nil {
 		return err
@@ -233,41 +258,49 @@ func (r *Runner) checkShardCount(ctx context.Context, tx *sql.Tx, t plans.Table)
 	return nil
 }
 
-// ensureTable creates the target table when missing (C4); an existing one
-// gets the fence column if it lacks it, and must have a unique index on the
-// key. ALTER TABLE runs only when needed: it would queue behind a running
-// holder's batches.
-func (r *Runner) ensureTable(ctx context.Context, tx *sql.Tx, t plans.Table, cols []dialect.Column) error {
+// targetTable decides what the target table needs, changing nothing: when
+// missing, a CREATE TABLE with the source's columns mapped to the target
+// engine's types (C4); when present, every copied column and a unique index
+// on the key, plus an ALTER TABLE adding the fence column if it lacks it
+// (only then: it would queue behind a running holder's batches). It returns
+// the target's definitions of the copied columns and the DDL to run, if any.
+func (r *Runner) targetTable(ctx context.Context, conn dbConn, t plans.Table, cols []dialect.Column) ([]dialect.Column, string, error) {
 	ident := t.TargetIdent()
-	existing, err := columns(ctx, tx, r.dstD, ident)
+	existing, err := columns(ctx, conn, r.dstD, ident)
 	if errors.Is(err, errNoTable) {
-		mapped, err := dialect.MapColumns(r.srcD, r.dstD, cols)
+		mapped, err := dialect.MapColumns(r.srcD, r.dstD, t.Name, cols, t.Key, t.Types)
 		if err != nil {
-			return err
+			return nil, "", err
 		}
-		ddl := r.dstD.CreateTable(ident, mapped, t.Key, r.plan.FenceColumn)
-		r.log.Info("creating target table", "table", t.Target, "ddl", ddl)
-		if _, err := tx.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("create table: %w", err)
-		}
-		return nil
+		return mapped, r.dstD.CreateTable(ident, mapped, t.Key, r.plan.FenceColumn), nil
 	}
 	if err != nil {
-		return err
+		return nil, "", err
 	}
-	if !slices.ContainsFunc(existing, func(c dialect.Column) bool { return c.Name == r.plan.FenceColumn }) {
-		ddl := r.dstD.AddFenceColumn(ident, r.plan.FenceColumn)
-		r.log.Info("adding the fence column", "table", t.Target, "ddl", ddl)
-		if _, err := tx.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("add fence column: %w", err)
+	byName := map[string]dialect.Column{}
+	for _, c := range existing {
+		byName[c.Name] = c
+	}
+	dst := make([]dialect.Column, len(cols))
+	for i, c := range cols {
+		d, ok := byName[c.Name]
+		if !ok {
+			return nil, "", fmt.Errorf("%w: the target table has no column %q", plans.ErrInvalid, c.Name)
 		}
+		dst[i] = d
 	}
-	return r.checkUniqueKey(ctx, tx, t)
+	if err := r.checkUniqueKey(ctx, conn, t); err != nil {
+		return nil, "", err
+	}
+	if _, ok := byName[r.plan.FenceColumn]; !ok {
+		return dst, r.dstD.AddFenceColumn(ident, r.plan.FenceColumn), nil
+	}
+	return dst, "", nil
 }
 
 // checkUniqueKey makes sure an existing target table has a unique index on
 // exactly the business key, which the idempotent upsert needs.
-func (r *Runner) checkUniqueKey(ctx context.Context, tx *sql.Tx, t plans.Table) error {
+func (r *Runner) checkUniqueKey(ctx context.Context, tx dbConn, t plans.Table) error {
 	uniq, err := uniqueIndexes(ctx, tx, r.dstD, t.TargetIdent())
 	if err != nil {
 		return fmt.Errorf("unique keys of %s: %w", t.Target, err)

@@ -1,0 +1,413 @@
+package dialect
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+
+	"github.com/migrate-dev/migrate/plans"
+)
+
+// MySQL is the dialect of MySQL 8+ and MariaDB 10.11+. Detect picks the
+// upsert syntax: MariaDB and MySQL before 8.0.19 read the incoming row with
+// VALUES(col); MySQL 8.0.19+ names it with a row alias (VALUES() is
+// deprecated there). Collation is the binary NO PAD one of each server.
+type MySQL struct {
+	RowAlias bool   // INSERT … AS new ON DUPLICATE KEY UPDATE c = new.c
+	MariaDB  bool   // MariaDB: JSON columns are longtext with a json_valid check
+	Version  string // the server's VERSION()
+}
+
+// Engine implements Dialect.
+func (MySQL) Engine() plans.Engine { return plans.MySQL }
+
+// Open implements Dialect. Sessions read and write times in UTC, run in
+// strict mode and READ COMMITTED, and carry the F3 timeouts as session
+// variables set on connect.
+func (MySQL) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
+	cfg, err := mysqlConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	cfg.ParseTime = true
+	cfg.Loc = time.UTC
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["time_zone"] = "'+00:00'"
+	cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+	cfg.Params["transaction_isolation"] = "'READ-COMMITTED'"
+	if s.IdleInTransaction > 0 {
+		cfg.Params["wait_timeout"] = seconds(s.IdleInTransaction)
+	}
+	if s.Lock > 0 {
+		cfg.Params["innodb_lock_wait_timeout"] = seconds(s.Lock)
+	}
+	cfg.Collation = "utf8mb4_general_ci" // the connection's; columns keep their own
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql DSN %s: invalid", dsn)
+	}
+	return sql.OpenDB(conn), nil
+}
+
+// mysqlConfig turns a mysql:// URL or a native DSN into a driver config.
+func mysqlConfig(dsn plans.DSN) (*mysql.Config, error) {
+	if dsn.Native() {
+		cfg, err := mysql.ParseDSN(dsn.Secret())
+		if err != nil {
+			return nil, fmt.Errorf("mysql DSN %s: invalid", dsn) // the driver's text may quote the input
+		}
+		return cfg, nil
+	}
+	// The URL's query holds driver parameters (tls=…, timeout=…): let the
+	// driver parse them, then set who and where from the URL.
+	cfg, err := mysql.ParseDSN("/?" + dsn.Query().Encode())
+	if err != nil {
+		return nil, fmt.Errorf("mysql DSN %s: invalid parameters", dsn)
+	}
+	cfg.User, cfg.Passwd, cfg.DBName = dsn.User(), dsn.Password(), dsn.Database()
+	port := dsn.Port()
+	if port == "" {
+		port = "3306"
+	}
+	cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(dsn.Host(), port)
+	return cfg, nil
+}
+
+// seconds is a whole number of seconds, at least 1, for MySQL variables.
+func seconds(d time.Duration) string { return strconv.FormatInt(max(int64(d/time.Second), 1), 10) }
+
+// Detect implements Detector from VERSION().
+func (m MySQL) Detect(ctx context.Context, db *sql.DB) (Dialect, error) {
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&m.Version); err != nil {
+		return nil, err
+	}
+	m.MariaDB = strings.Contains(strings.ToLower(m.Version), "mariadb")
+	m.RowAlias = !m.MariaDB && versionAtLeast(m.Version, 8, 0, 19)
+	return m, nil
+}
+
+func versionAtLeast(v string, want ...int) bool {
+	parts := strings.SplitN(strings.SplitN(v, "-", 2)[0], ".", 3)
+	for i, w := range want {
+		if i >= len(parts) {
+			return false
+		}
+		n, _ := strconv.Atoi(parts[i])
+		if n != w {
+			return n > w
+		}
+	}
+	return true
+}
+
+// Quote implements Dialect: backticks, a backtick inside doubled.
+func (MySQL) Quote(ident ...string) string {
+	q := make([]string, len(ident))
+	for i, s := range ident {
+		q[i] = "`" + strings.ReplaceAll(s, "`", "``") + "`"
+	}
+	return strings.Join(q, ".")
+}
+
+func (m MySQL) quoteList(cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = m.Quote(c)
+	}
+	return strings.Join(q, ", ")
+}
+
+// where names a table in information_schema: (schema or NULL for the
+// connection's database, table).
+func (MySQL) where(table []string) (string, []any) {
+	cond := "table_schema = COALESCE(?, DATABASE()) AND table_name = ?"
+	if len(table) == 2 {
+		return cond, []any{table[0], table[1]}
+	}
+	return cond, []any{nil, table[0]}
+}
+
+// Columns implements Dialect. MariaDB keeps JSON as longtext with a
+// json_valid check; its base is reported as "json".
+func (m MySQL) Columns(table []string) (string, []any) {
+	cond, args := m.where(table)
+	base := "LOWER(c.data_type)"
+	if m.MariaDB {
+		base = `CASE WHEN LOWER(c.data_type) = 'longtext' AND EXISTS (SELECT 1 FROM information_schema.check_constraints k
+  WHERE k.constraint_schema = c.table_schema AND k.table_name = c.table_name
+  AND k.check_clause = CONCAT('json_valid(` + "`" + `', c.column_name, '` + "`" + `)')) THEN 'json' ELSE LOWER(c.data_type) END`
+	}
+	return `SELECT c.column_name, LOWER(c.column_type), ` + base + `, c.is_nullable = 'NO'
+FROM information_schema.columns c WHERE c.` + strings.ReplaceAll(cond, "table_", "c.table_") + `
+ORDER BY c.ordinal_position`, args
+}
+
+// TableExists implements Dialect.
+func (m MySQL) TableExists(table []string) (string, []any) {
+	cond, args := m.where(table)
+	return `SELECT COUNT(*) > 0 FROM information_schema.tables WHERE ` + cond, args
+}
+
+// UniqueKeys implements Dialect; prefix indexes do not count.
+func (m MySQL) UniqueKeys(table []string) (string, []any) {
+	cond, args := m.where(table)
+	return `SELECT index_name, column_name FROM information_schema.statistics
+WHERE ` + cond + ` AND non_unique = 0 AND sub_part IS NULL
+ORDER BY index_name, seq_in_index`, args
+}
+
+// EstimateRows implements Dialect.
+func (m MySQL) EstimateRows(table []string) (string, []any) {
+	cond, args := m.where(table)
+	return `SELECT COALESCE(MAX(table_rows), 0) FROM information_schema.tables WHERE ` + cond, args
+}
+
+// CountRows implements Dialect.
+func (m MySQL) CountRows(table []string) string { return "SELECT COUNT(*) FROM " + m.Quote(table...) }
+
+// KeyBounds implements Dialect.
+func (m MySQL) KeyBounds(table []string, col string) string {
+	c := m.Quote(col)
+	return "SELECT MIN(" + c + "), MAX(" + c + ") FROM " + m.Quote(table...)
+}
+
+// SelectPage implements Dialect. The keyset condition is spelled out
+// (k1 > ? OR (k1 = ? AND k2 > ?) …) behind k1 >= ?, which MySQL's range
+// optimizer uses; a row-value comparison is not always indexed there.
+func (m MySQL) SelectPage(table []string, cols, key []string, after bool, r Range, limit int) Query {
+	var q Query
+	ph := func(arg int) string { q.Args = append(q.Args, arg); return "?" }
+	var where []string
+	if after {
+		k0 := m.Quote(key[0])
+		if len(key) == 1 {
+			where = append(where, k0+" > "+ph(0))
+		} else {
+			where = append(where, k0+" >= "+ph(0))
+			var or []string
+			for i := range key {
+				var and []string
+				for j := 0; j < i; j++ {
+					and = append(and, m.Quote(key[j])+" = "+ph(j))
+				}
+				and = append(and, m.Quote(key[i])+" > "+ph(i))
+				or = append(or, "("+strings.Join(and, " AND ")+")")
+			}
+			where = append(where, "("+strings.Join(or, " OR ")+")")
+		}
+	}
+	if r.Lo != nil {
+		where = append(where, m.Quote(key[0])+" > "+ph(len(key)))
+	}
+	if r.Hi != nil {
+		where = append(where, m.Quote(key[0])+" <= "+ph(len(key)+1))
+	}
+	var b strings.Builder
+	b.WriteString("SELECT " + m.quoteList(cols) + " FROM " + m.Quote(table...))
+	if len(where) > 0 {
+		b.WriteString(" WHERE " + strings.Join(where, " AND "))
+	}
+	b.WriteString(" ORDER BY " + m.quoteList(key) + " LIMIT " + strconv.Itoa(limit))
+	q.SQL = b.String()
+	return q
+}
+
+// Upsert implements Dialect. MySQL applies ON DUPLICATE KEY UPDATE
+// assignments left to right, each seeing the ones before: every column is
+// guarded by the stored fence, and the fence itself is assigned last.
+func (m MySQL) Upsert(table []string, cols, key []string, fence string, rows int) Upsert {
+	var b strings.Builder
+	b.WriteString("INSERT INTO " + m.Quote(table...) + " (" + m.quoteList(cols) + ", " + m.Quote(fence) + ") VALUES ")
+	row := "(" + strings.Repeat("?, ", len(cols)) + "?)"
+	for r := 0; r < rows; r++ {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(row)
+	}
+	in := func(c string) string { return "VALUES(" + m.Quote(c) + ")" }
+	if m.RowAlias {
+		b.WriteString(" AS `new`")
+		in = func(c string) string { return "`new`." + m.Quote(c) }
+	}
+	f := m.Quote(fence)
+	guard := f + " <= " + in(fence)
+	isKey := map[string]bool{}
+	for _, k := range key {
+		isKey[k] = true
+	}
+	var set []string
+	for _, c := range cols {
+		if !isKey[c] {
+			set = append(set, m.Quote(c)+" = IF("+guard+", "+in(c)+", "+m.Quote(c)+")")
+		}
+	}
+	set = append(set, f+" = IF("+guard+", "+in(fence)+", "+f+")")
+	b.WriteString(" ON DUPLICATE KEY UPDATE " + strings.Join(set, ", "))
+	return Upsert{SQL: b.String(), TokenPerRow: true, Probe: m.probe(table, key, fence, rows)}
+}
+
+// probe counts, among the batch's keys, the rows that exist and those whose
+// stored token is newer than ? (the first parameter).
+func (m MySQL) probe(table []string, key []string, fence string, rows int) string {
+	tuple := "?"
+	cols := m.Quote(key[0])
+	if len(key) > 1 {
+		tuple = "(" + strings.TrimSuffix(strings.Repeat("?, ", len(key)), ", ") + ")"
+		cols = "(" + m.quoteList(key) + ")"
+	}
+	list := strings.TrimSuffix(strings.Repeat(tuple+", ", rows), ", ")
+	return "SELECT COUNT(*), COALESCE(SUM(" + m.Quote(fence) + " > ?), 0) FROM " + m.Quote(table...) +
+		" WHERE " + cols + " IN (" + list + ")"
+}
+
+// MaxParams implements Dialect.
+func (MySQL) MaxParams() int { return 65535 }
+
+// BoundTx implements Dialect. MySQL has no transaction-local timeouts: the
+// session's wait_timeout closes the connection of a holder that goes silent
+// (rolling its transaction back), in whole seconds, rounded down.
+func (MySQL) BoundTx(remaining time.Duration) (string, []any) {
+	s := max(int64(remaining/time.Second), 1)
+	return "SET SESSION wait_timeout = ?, innodb_lock_wait_timeout = ?", []any{s, s}
+}
+
+// collation is the binary NO PAD collation: keys equal in PostgreSQL are
+// equal here, no more (case, accents and trailing spaces all count).
+func (m MySQL) collation() string {
+	if m.MariaDB || !versionAtLeast(m.Version, 8, 0, 0) {
+		return "utf8mb4_nopad_bin"
+	}
+	return "utf8mb4_0900_bin"
+}
+
+// CreateTable implements Dialect.
+func (m MySQL) CreateTable(table []string, cols []Column, key []string, fence string) string {
+	defs := make([]string, 0, len(cols)+2)
+	for _, c := range cols {
+		d := m.Quote(c.Name) + " " + c.Type
+		if c.NotNull {
+			d += " NOT NULL"
+		}
+		defs = append(defs, d)
+	}
+	defs = append(defs, m.Quote(fence)+" bigint NOT NULL DEFAULT 0", "PRIMARY KEY ("+m.quoteList(key)+")")
+	return "CREATE TABLE " + m.Quote(table...) + " (\n  " + strings.Join(defs, ",\n  ") +
+		"\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=" + m.collation()
+}
+
+// AddFenceColumn implements Dialect.
+func (m MySQL) AddFenceColumn(table []string, fence string) string {
+	return "ALTER TABLE " + m.Quote(table...) + " ADD COLUMN " + m.Quote(fence) + " bigint NOT NULL DEFAULT 0"
+}
+
+// Helpers implements Dialect. The fence row has a check counter: an UPDATE
+// that changes nothing reports no affected row in MySQL.
+func (m MySQL) Helpers() []string {
+	tail := " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=" + m.collation()
+	return []string{
+		`CREATE TABLE IF NOT EXISTS ` + m.Quote(FenceTable) + ` (
+  plan varchar(191) NOT NULL, tbl varchar(191) NOT NULL, shard int NOT NULL,
+  token bigint NOT NULL, owner varchar(255) NOT NULL,
+  claimed_at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), checks bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (plan, tbl, shard))` + tail,
+		`CREATE TABLE IF NOT EXISTS ` + m.Quote(CheckpointTable) + ` (
+  plan varchar(191) NOT NULL, tbl varchar(191) NOT NULL, shard int NOT NULL,
+  lo_key text, hi_key text, last_key text,
+  rows_done bigint NOT NULL DEFAULT 0, token bigint NOT NULL DEFAULT 0,
+  state varchar(16) NOT NULL DEFAULT 'pending', updated_at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (plan, tbl, shard))` + tail,
+	}
+}
+
+// SetupLock implements Dialect.
+func (MySQL) SetupLock(name string) (string, []any) {
+	return "SELECT GET_LOCK(?, 300)", []any{lockName(name)}
+}
+
+// SetupUnlock implements Dialect.
+func (MySQL) SetupUnlock(name string) (string, []any) {
+	return "SELECT RELEASE_LOCK(?)", []any{lockName(name)}
+}
+
+// lockName fits MySQL's 64-character lock names.
+func lockName(name string) string {
+	if len(name) > 64 {
+		return name[:64]
+	}
+	return name
+}
+
+// FenceClaim implements Dialect: the fence is assigned last, after the
+// columns whose guards read it.
+func (m MySQL) FenceClaim() string {
+	guard := "token < VALUES(token)"
+	return `INSERT INTO ` + m.Quote(FenceTable) + ` (plan, tbl, shard, token, owner) VALUES (?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE owner = IF(` + guard + `, VALUES(owner), owner),
+  claimed_at = IF(` + guard + `, CURRENT_TIMESTAMP(6), claimed_at),
+  token = IF(` + guard + `, VALUES(token), token)`
+}
+
+// FenceCheck implements Dialect: a locking UPDATE (never a snapshot read)
+// that always changes the row, so a match reports one affected row.
+func (m MySQL) FenceCheck() string {
+	return `UPDATE ` + m.Quote(FenceTable) + ` SET checks = checks + 1
+WHERE plan = ? AND tbl = ? AND shard = ? AND token = ? AND owner = ?`
+}
+
+// FenceRead implements Dialect.
+func (m MySQL) FenceRead() string {
+	return `SELECT token, owner FROM ` + m.Quote(FenceTable) + ` WHERE plan = ? AND tbl = ? AND shard = ?`
+}
+
+// CheckpointInit implements Dialect.
+func (m MySQL) CheckpointInit() string {
+	return `INSERT INTO ` + m.Quote(CheckpointTable) + ` (plan, tbl, shard, lo_key, hi_key) VALUES (?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE plan = plan`
+}
+
+// CheckpointRead implements Dialect. It is a locking read: in the claim
+// transaction it must see the old holder's last commit, not a snapshot.
+func (m MySQL) CheckpointRead() string {
+	return `SELECT lo_key, hi_key, last_key, rows_done, token, state, updated_at FROM ` + m.Quote(CheckpointTable) + `
+WHERE plan = ? AND tbl = ? AND shard = ? FOR UPDATE`
+}
+
+// CheckpointAdvance implements Dialect.
+func (m MySQL) CheckpointAdvance() string {
+	return `UPDATE ` + m.Quote(CheckpointTable) + ` SET last_key = ?, rows_done = ?, token = ?,
+  state = 'running', updated_at = CURRENT_TIMESTAMP(6)
+WHERE plan = ? AND tbl = ? AND shard = ?`
+}
+
+// CheckpointState implements Dialect.
+func (m MySQL) CheckpointState() string {
+	return `UPDATE ` + m.Quote(CheckpointTable) + ` SET state = ?, token = ?, updated_at = CURRENT_TIMESTAMP(6)
+WHERE plan = ? AND tbl = ? AND shard = ?`
+}
+
+// CheckpointResume implements Dialect.
+func (m MySQL) CheckpointResume(byTable, byShard bool) string {
+	q := `UPDATE ` + m.Quote(CheckpointTable) + ` SET state = 'pending', updated_at = CURRENT_TIMESTAMP(6) WHERE plan = ? AND state = 'halted'`
+	if byTable {
+		q += " AND tbl = ?"
+	}
+	if byShard {
+		q += " AND shard = ?"
+	}
+	return q
+}
+
+// CheckpointList implements Dialect.
+func (m MySQL) CheckpointList() string {
+	return `SELECT tbl, shard, state, rows_done, last_key, token, updated_at FROM ` + m.Quote(CheckpointTable) + `
+WHERE plan = ? ORDER BY tbl, shard`
+}
