@@ -353,7 +353,8 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 	return ins, upd, nil
 }
 
-// Begin starts a transaction bounded by the lease: its context ends at the
+// Begin starts a READ COMMITTED transaction bounded by the lease (so every
+// statement sees the latest commits, as a takeover must): its context ends at the
 // lease's local deadline, and the server itself aborts any statement, lock
 // wait or idle pause that would outlast it (F3), so a holder frozen inside
 // the transaction cannot keep it open past its lease. Statements use the
@@ -361,7 +362,7 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 func Begin(db *sql.DB, b Bounder, lease Lease) (*sql.Tx, context.Context, context.CancelFunc, error) {
 	deadline := lease.Deadline()
 	tctx, cancel := context.WithDeadline(lease.Context(), deadline)
-	tx, err := db.BeginTx(tctx, nil)
+	tx, err := db.BeginTx(tctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err

@@ -28,8 +28,8 @@ type MySQL struct {
 func (MySQL) Engine() plans.Engine { return plans.MySQL }
 
 // Open implements Dialect. Sessions read and write times in UTC, run in
-// strict mode and READ COMMITTED, and carry the F3 timeouts as session
-// variables set on connect.
+// strict mode, and carry the F3 timeouts as session variables set on
+// connect. (Lease transactions ask for READ COMMITTED when they begin.)
 func (MySQL) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
 	cfg, err := mysqlConfig(dsn)
 	if err != nil {
@@ -42,7 +42,6 @@ func (MySQL) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
 	cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
-	cfg.Params["transaction_isolation"] = "'READ-COMMITTED'"
 	if s.IdleInTransaction > 0 {
 		cfg.Params["wait_timeout"] = seconds(s.IdleInTransaction)
 	}
@@ -146,7 +145,7 @@ func (m MySQL) Columns(table []string) (string, []any) {
   AND k.check_clause = CONCAT('json_valid(` + "`" + `', c.column_name, '` + "`" + `)')) THEN 'json' ELSE LOWER(c.data_type) END`
 	}
 	return `SELECT c.column_name, LOWER(c.column_type), ` + base + `, c.is_nullable = 'NO'
-FROM information_schema.columns c WHERE c.` + strings.ReplaceAll(cond, "table_", "c.table_") + `
+FROM information_schema.columns c WHERE ` + strings.ReplaceAll(cond, "table_", "c.table_") + `
 ORDER BY c.ordinal_position`, args
 }
 
