@@ -84,13 +84,19 @@ func mysqlConfig(dsn plans.DSN) (*mysql.Config, error) {
 func seconds(d time.Duration) string { return strconv.FormatInt(max(int64(d/time.Second), 1), 10) }
 
 // Detect implements Detector from VERSION().
-func (m MySQL) Detect(ctx context.Context, db *sql.DB) (Dialect, error) {
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&m.Version); err != nil {
+func (MySQL) Detect(ctx context.Context, db *sql.DB) (Dialect, error) {
+	var v string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&v); err != nil {
 		return nil, err
 	}
-	m.MariaDB = strings.Contains(strings.ToLower(m.Version), "mariadb")
-	m.RowAlias = !m.MariaDB && versionAtLeast(m.Version, 8, 0, 19)
-	return m, nil
+	return mysqlFor(v), nil
+}
+
+// mysqlFor is the dialect of a server version string.
+func mysqlFor(version string) MySQL {
+	m := MySQL{Version: version, MariaDB: strings.Contains(strings.ToLower(version), "mariadb")}
+	m.RowAlias = !m.MariaDB && versionAtLeast(version, 8, 0, 19)
+	return m
 }
 
 func versionAtLeast(v string, want ...int) bool {

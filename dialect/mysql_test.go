@@ -1,0 +1,170 @@
+package dialect
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestMySQL_Quote(t *testing.T) {
+	if got, want := (MySQL{}).Quote("shop", "or`ders"), "`shop`.`or``ders`"; got != want {
+		t.Errorf("got %s want %s", got, want)
+	}
+}
+
+func TestMySQL_SelectPage(t *testing.T) {
+	m := MySQL{}
+	cases := []struct {
+		name  string
+		key   []string
+		after bool
+		r     Range
+		sql   string
+		args  []int
+	}{
+		{"first page", []string{"id"}, false, Range{}, "SELECT `id`, `v` FROM `t` ORDER BY `id` LIMIT 500", nil},
+		{"after", []string{"id"}, true, Range{Hi: 9}, "SELECT `id`, `v` FROM `t` WHERE `id` > ? AND `id` <= ? ORDER BY `id` LIMIT 500", []int{0, 2}},
+		{"composite", []string{"id", "v"}, true, Range{Lo: 1},
+			"SELECT `id`, `v` FROM `t` WHERE `id` >= ? AND ((`id` > ?) OR (`id` = ? AND `v` > ?)) AND `id` > ? ORDER BY `id`, `v` LIMIT 500",
+			[]int{0, 0, 0, 1, 2}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			q := m.SelectPage([]string{"t"}, []string{"id", "v"}, c.key, c.after, c.r, 500)
+			if q.SQL != c.sql || len(q.Args) != len(c.args) {
+				t.Fatalf("got  %s %v\nwant %s %v", q.SQL, q.Args, c.sql, c.args)
+			}
+			for i := range c.args {
+				if q.Args[i] != c.args[i] {
+					t.Fatalf("args %v, want %v", q.Args, c.args)
+				}
+			}
+		})
+	}
+}
+
+// The fence column is assigned last: MySQL evaluates the assignments left to
+// right, and every earlier guard must read the stored token.
+func TestMySQL_Upsert(t *testing.T) {
+	cols, key := []string{"id", "a"}, []string{"id"}
+	t.Run("MariaDB: VALUES()", func(t *testing.T) {
+		u := MySQL{MariaDB: true}.Upsert([]string{"t"}, cols, key, "_fence", 2)
+		want := "INSERT INTO `t` (`id`, `a`, `_fence`) VALUES (?, ?, ?), (?, ?, ?) ON DUPLICATE KEY UPDATE " +
+			"`a` = IF(`_fence` <= VALUES(`_fence`), VALUES(`a`), `a`), `_fence` = IF(`_fence` <= VALUES(`_fence`), VALUES(`_fence`), `_fence`)"
+		if u.SQL != want || !u.TokenPerRow || u.Returns {
+			t.Errorf("got  %s\nwant %s", u.SQL, want)
+		}
+		if probe := "SELECT COUNT(*), COALESCE(SUM(`_fence` > ?), 0) FROM `t` WHERE `id` IN (?, ?)"; u.Probe != probe {
+			t.Errorf("probe %s\nwant  %s", u.Probe, probe)
+		}
+	})
+	t.Run("MySQL 8.0.19+: row alias", func(t *testing.T) {
+		u := MySQL{RowAlias: true, Version: "8.0.36"}.Upsert([]string{"t"}, cols, key, "_fence", 1)
+		want := "INSERT INTO `t` (`id`, `a`, `_fence`) VALUES (?, ?, ?) AS `new` ON DUPLICATE KEY UPDATE " +
+			"`a` = IF(`_fence` <= `new`.`_fence`, `new`.`a`, `a`), `_fence` = IF(`_fence` <= `new`.`_fence`, `new`.`_fence`, `_fence`)"
+		if u.SQL != want {
+			t.Errorf("got  %s\nwant %s", u.SQL, want)
+		}
+	})
+	t.Run("composite probe", func(t *testing.T) {
+		u := MySQL{}.Upsert([]string{"t"}, []string{"a", "b", "c"}, []string{"a", "b"}, "_fence", 2)
+		if probe := "SELECT COUNT(*), COALESCE(SUM(`_fence` > ?), 0) FROM `t` WHERE (`a`, `b`) IN ((?, ?), (?, ?))"; u.Probe != probe {
+			t.Errorf("probe %s\nwant  %s", u.Probe, probe)
+		}
+	})
+}
+
+func TestMySQL_Variant(t *testing.T) {
+	for v, want := range map[string][2]bool{ // RowAlias, MariaDB
+		"10.11.19-MariaDB-0+deb12u1": {false, true},
+		"8.0.18":                     {false, false},
+		"8.0.19":                     {true, false},
+		"8.4.3":                      {true, false},
+		"5.7.44-log":                 {false, false},
+	} {
+		if m := mysqlFor(v); m.RowAlias != want[0] || m.MariaDB != want[1] {
+			t.Errorf("%s: row alias %v mariadb %v, want %v", v, m.RowAlias, m.MariaDB, want)
+		}
+	}
+	if (MySQL{MariaDB: true}).collation() != "utf8mb4_nopad_bin" || (MySQL{Version: "8.0.36"}).collation() != "utf8mb4_0900_bin" {
+		t.Error("collation: want utf8mb4_nopad_bin on MariaDB, utf8mb4_0900_bin on MySQL 8")
+	}
+}
+
+func TestMySQL_BoundTx(t *testing.T) {
+	q, args := MySQL{}.BoundTx(2500 * time.Millisecond)
+	if q != "SET SESSION wait_timeout = ?, innodb_lock_wait_timeout = ?" || args[0] != int64(2) || args[1] != int64(2) {
+		t.Errorf("got %s %v", q, args)
+	}
+	if _, args := (MySQL{}).BoundTx(300 * time.Millisecond); args[0] != int64(1) {
+		t.Errorf("under a second: %v, want 1 (MySQL's least)", args)
+	}
+}
+
+func TestMapColumns(t *testing.T) {
+	pg, my := Postgres{}, MySQL{MariaDB: true}
+	t.Run("postgres to mysql", func(t *testing.T) {
+		cols := []Column{
+			{Name: "id", Type: "text", Base: "text", NotNull: true},
+			{Name: "n", Type: "numeric(12,3)", Base: "numeric"},
+			{Name: "ok", Type: "boolean", Base: "boolean"},
+			{Name: "at", Type: "timestamp(3) with time zone", Base: "timestamp with time zone"},
+			{Name: "u", Type: "uuid", Base: "uuid"},
+			{Name: "j", Type: "jsonb", Base: "jsonb"},
+			{Name: "body", Type: "text", Base: "text"},
+			{Name: "e", Type: "mood", Base: "enum"},
+		}
+		got, err := MapColumns(pg, my, "public.t", cols, []string{"id"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"varchar(768)", "decimal(12,3)", "tinyint(1)", "datetime(3)", "char(36)", "json", "longtext", "varchar(255)"}
+		for i, c := range got {
+			if c.Type != want[i] {
+				t.Errorf("%s: %s, want %s", c.Name, c.Type, want[i])
+			}
+		}
+	})
+	t.Run("mysql to postgres", func(t *testing.T) {
+		cols := []Column{
+			{Name: "a", Type: "tinyint(1)", Base: "tinyint"},
+			{Name: "b", Type: "int(10) unsigned", Base: "int"},
+			{Name: "c", Type: "bigint(20) unsigned", Base: "bigint"},
+			{Name: "d", Type: "datetime(6)", Base: "datetime"},
+			{Name: "e", Type: "timestamp", Base: "timestamp"},
+			{Name: "f", Type: "enum('x','y')", Base: "enum"},
+			{Name: "g", Type: "longtext", Base: "json"},
+			{Name: "h", Type: "mediumblob", Base: "mediumblob"},
+		}
+		got, err := MapColumns(my, pg, "t", cols, []string{"a"}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"boolean", "bigint", "numeric(20,0)", "timestamp(6)", "timestamptz(0)", "text", "jsonb", "bytea"}
+		for i, c := range got {
+			if c.Type != want[i] {
+				t.Errorf("%s: %s, want %s", c.Name, c.Type, want[i])
+			}
+		}
+	})
+	t.Run("no mapping names table.column, override wins", func(t *testing.T) {
+		cols := []Column{{Name: "n", Type: "numeric", Base: "numeric"}, {Name: "iv", Type: "interval", Base: "interval"}}
+		_, err := MapColumns(pg, my, "public.t", cols, nil, nil)
+		if err == nil || !contains(err.Error(), "public.t.n: numeric has no precision", "public.t.iv: interval has no mapping", "types:") {
+			t.Fatalf("err = %v", err)
+		}
+		got, err := MapColumns(pg, my, "public.t", cols, nil, map[string]string{"n": "decimal(30,10)", "iv": "varchar(64)"})
+		if err != nil || got[0].Type != "decimal(30,10)" || got[1].Type != "varchar(64)" {
+			t.Fatalf("override: %v %v", got, err)
+		}
+	})
+}
+
+func contains(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
