@@ -12,26 +12,41 @@ import (
 	"github.com/migrate-dev/migrate/plans"
 )
 
-// target opens a fresh PostgreSQL database with the helper tables, through
-// pools carrying the F3 timeouts of a lease TTL.
-func target(t *testing.T, ttl time.Duration) *sql.DB {
-	t.Helper()
-	dsn, err := plans.ParseDSN(testsvc.NewPostgresDB(t))
-	if err != nil {
-		t.Fatal(err)
+// engine is one target engine under test.
+type engine struct {
+	name string
+	url  func(testing.TB) string
+}
+
+// engines are the target engines every fence test runs against.
+var engines = []engine{{"postgres", testsvc.NewPostgresDB}, {"mysql", testsvc.NewMySQLDB}}
+
+// forEachTarget runs fn against a fresh database of every engine with the
+// helper tables, through pools carrying the F3 timeouts of a lease TTL.
+func forEachTarget(t *testing.T, ttl time.Duration, fn func(t *testing.T, db *sql.DB, f *fence.Fence, d dialect.Dialect)) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			dsn, err := plans.ParseDSN(e.url(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := dialect.For(dsn.Engine())
+			if err != nil {
+				t.Fatal(err)
+			}
+			db, d, err := dialect.Open(t.Context(), d, dsn, dialect.SessionFor(ttl))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			for _, q := range d.Helpers() {
+				if _, err := db.ExecContext(t.Context(), q); err != nil {
+					t.Fatal(err)
+				}
+			}
+			fn(t, db, fence.New(d), d)
+		})
 	}
-	d := dialect.Postgres{}
-	db, err := d.Open(dsn, dialect.SessionFor(ttl))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	for _, q := range d.Helpers() {
-		if _, err := db.ExecContext(t.Context(), q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return db
 }
 
 func inTx(t *testing.T, db *sql.DB, fn func(tx *sql.Tx) error) error {
@@ -50,8 +65,10 @@ func inTx(t *testing.T, db *sql.DB, fn func(tx *sql.Tx) error) error {
 var shard = fence.Shard{Plan: "p", Table: "orders", Index: 0}
 
 func TestFence_Claim(t *testing.T) {
-	db := target(t, 30*time.Second)
-	f := fence.New(dialect.Postgres{})
+	forEachTarget(t, 30*time.Second, testClaim)
+}
+
+func testClaim(t *testing.T, db *sql.DB, f *fence.Fence, _ dialect.Dialect) {
 	claim := func(tok fence.Token, owner string) error {
 		return inTx(t, db, func(tx *sql.Tx) error { return f.Claim(t.Context(), tx, shard, tok, owner) })
 	}
@@ -84,8 +101,10 @@ func TestFence_Claim(t *testing.T) {
 }
 
 func TestFence_Check(t *testing.T) {
-	db := target(t, 30*time.Second)
-	f := fence.New(dialect.Postgres{})
+	forEachTarget(t, 30*time.Second, testCheck)
+}
+
+func testCheck(t *testing.T, db *sql.DB, f *fence.Fence, _ dialect.Dialect) {
 	check := func(tok fence.Token, owner string) error {
 		return inTx(t, db, func(tx *sql.Tx) error { return f.Check(t.Context(), tx, shard, tok, owner) })
 	}
@@ -112,8 +131,10 @@ func TestFence_Check(t *testing.T) {
 // A takeover claim waits for the old holder's in-flight batch; once it has
 // claimed, the old holder's next batch is refused.
 func TestFence_ClaimWaitsForBatch(t *testing.T) {
-	db := target(t, 30*time.Second)
-	f := fence.New(dialect.Postgres{})
+	forEachTarget(t, 30*time.Second, testClaimWaitsForBatch)
+}
+
+func testClaimWaitsForBatch(t *testing.T, db *sql.DB, f *fence.Fence, _ dialect.Dialect) {
 	ctx := t.Context()
 	if err := inTx(t, db, func(tx *sql.Tx) error { return f.Claim(ctx, tx, shard, 1, "old") }); err != nil {
 		t.Fatal(err)
@@ -149,9 +170,14 @@ func TestFence_ClaimWaitsForBatch(t *testing.T) {
 // (idle_in_transaction_session_timeout = TTL/3), so the successor's claim is
 // not stalled until the frozen process wakes up.
 func TestFence_FrozenHolderDoesNotStallClaim(t *testing.T) {
-	const ttl = 1500 * time.Millisecond
-	db := target(t, ttl)
-	f := fence.New(dialect.Postgres{})
+	forEachTarget(t, ttl, testFrozenHolder)
+}
+
+// ttl is the lease TTL of the frozen-holder test: the session idle timeout
+// is TTL/3 (PostgreSQL) or a whole second (MySQL's wait_timeout).
+const ttl = 1500 * time.Millisecond
+
+func testFrozenHolder(t *testing.T, db *sql.DB, f *fence.Fence, _ dialect.Dialect) {
 	ctx := t.Context()
 	if err := inTx(t, db, func(tx *sql.Tx) error { return f.Claim(ctx, tx, shard, 1, "old") }); err != nil {
 		t.Fatal(err)
@@ -170,7 +196,7 @@ func TestFence_FrozenHolderDoesNotStallClaim(t *testing.T) {
 		t.Fatalf("claim: %v", err)
 	}
 	waited := time.Since(start)
-	if limit := dialect.SessionFor(ttl).IdleInTransaction + time.Second; waited > limit {
+	if limit := max(dialect.SessionFor(ttl).IdleInTransaction, time.Second) + time.Second; waited > limit {
 		t.Errorf("claim waited %v for the frozen transaction, want at most about %v", waited, limit)
 	}
 	// The woken holder cannot commit anything.

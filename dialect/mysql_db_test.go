@@ -1,0 +1,114 @@
+package dialect_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/internal/testsvc"
+	"github.com/migrate-dev/migrate/plans"
+)
+
+func openMySQL(t *testing.T) (*sql.DB, dialect.Dialect) {
+	t.Helper()
+	dsn, err := plans.ParseDSN(testsvc.NewMySQLDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, d, err := dialect.Open(t.Context(), dialect.MySQL{}, dsn, dialect.Session{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db, d
+}
+
+// F2 on MySQL: the upsert overwrites a row only when the stored token is <=
+// the incoming one, and the probe tells inserted, replayed and newer rows.
+func TestMySQL_UpsertFenced(t *testing.T) {
+	db, d := openMySQL(t)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (id bigint PRIMARY KEY, v varchar(20), _fence bigint NOT NULL DEFAULT 0)"); err != nil {
+		t.Fatal(err)
+	}
+	upsert := func(tok int64, rows ...[]any) (exist, newer int64) {
+		t.Helper()
+		st := d.Upsert([]string{"t"}, []string{"id", "v"}, []string{"id"}, "_fence", len(rows))
+		probe := []any{tok}
+		var args []any
+		for _, r := range rows {
+			probe = append(probe, r[0])
+			args = append(args, r[0], r[1], tok)
+		}
+		if err := db.QueryRowContext(ctx, st.Probe, probe...).Scan(&exist, &newer); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.ExecContext(ctx, st.SQL, args...); err != nil {
+			t.Fatal(err)
+		}
+		return exist, newer
+	}
+	value := func(id int64) (v string, tok int64) {
+		t.Helper()
+		if err := db.QueryRowContext(ctx, "SELECT v, _fence FROM t WHERE id = ?", id).Scan(&v, &tok); err != nil {
+			t.Fatal(err)
+		}
+		return v, tok
+	}
+	if exist, newer := upsert(5, []any{1, "five"}, []any{2, "five"}); exist != 0 || newer != 0 {
+		t.Fatalf("first write: probe %d %d, want 0 0", exist, newer)
+	}
+	t.Run("lower token never overwrites", func(t *testing.T) {
+		if exist, newer := upsert(4, []any{1, "four"}); exist != 1 || newer != 1 {
+			t.Errorf("probe %d %d, want 1 existing, 1 newer", exist, newer)
+		}
+		if v, tok := value(1); v != "five" || tok != 5 {
+			t.Errorf("row 1 = %q token %d, want five 5", v, tok)
+		}
+	})
+	t.Run("higher token overwrites every column, fence last", func(t *testing.T) {
+		if exist, newer := upsert(6, []any{2, "six"}, []any{3, "six"}); exist != 1 || newer != 0 {
+			t.Errorf("probe %d %d, want 1 existing, 0 newer", exist, newer)
+		}
+		if v, tok := value(2); v != "six" || tok != 6 {
+			t.Errorf("row 2 = %q token %d, want six 6", v, tok)
+		}
+	})
+}
+
+// BoundTx on MySQL: the server closes the connection of a transaction whose
+// client went silent (wait_timeout), releasing its locks.
+func TestMySQL_BoundTx(t *testing.T) {
+	db, d := openMySQL(t)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE w (id int PRIMARY KEY, v int)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "INSERT INTO w VALUES (1, 0)"); err != nil {
+		t.Fatal(err)
+	}
+	frozen, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = frozen.Rollback() }()
+	q, args := d.BoundTx(time.Second)
+	if _, err := frozen.Exec(q, args...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := frozen.Exec("UPDATE w SET v = 1 WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := db.ExecContext(ctx, "UPDATE w SET v = 2 WHERE id = 1"); err != nil {
+		t.Fatal(err)
+	}
+	if waited := time.Since(start); waited > 2500*time.Millisecond {
+		t.Errorf("the second writer waited %v; the server should have dropped the silent session after 1s", waited)
+	}
+	if err := frozen.Commit(); err == nil {
+		t.Error("the silent transaction committed after its bound")
+	}
+}
