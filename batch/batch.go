@@ -19,9 +19,10 @@ import (
 	"github.com/migrate-dev/migrate/internal/backoff"
 )
 
-// ErrHalted means the shard failed max_retries consecutive attempts and
-// automatic recovery gave up; an operator must look at it.
-var ErrHalted = errors.New("batch: shard halted after repeated failures")
+// ErrHalted means automatic recovery gave up on the shard — max_retries
+// consecutive failures, a value that cannot cross to the target, rows owned
+// by another writer — and an operator must look at it.
+var ErrHalted = errors.New("batch: shard halted")
 
 // ErrLeaseLost means the lease could no longer be trusted, so writing stopped.
 var ErrLeaseLost = errors.New("batch: lease lost")

@@ -147,6 +147,20 @@ func TestMapColumns(t *testing.T) {
 			}
 		}
 	})
+	t.Run("text key parts share what the other key columns leave of 3072 bytes", func(t *testing.T) {
+		cols := []Column{{Name: "a", Type: "bigint", Base: "bigint"}, {Name: "b", Type: "text", Base: "text"}, {Name: "c", Type: "bytea", Base: "bytea"}}
+		got, err := MapColumns(pg, my, "t", cols, []string{"a", "b", "c"}, nil)
+		if err != nil || got[1].Type != "varchar(383)" || got[2].Type != "varbinary(1532)" {
+			t.Fatalf("got %v %v, want varchar(383) and varbinary(1532)", got, err)
+		}
+	})
+	t.Run("mysql to mysql drops integer display widths", func(t *testing.T) {
+		cols := []Column{{Name: "a", Type: "bigint(20) unsigned", Base: "bigint"}, {Name: "b", Type: "tinyint(1)", Base: "tinyint"}, {Name: "c", Type: "longtext", Base: "json"}}
+		got, err := MapColumns(my, my, "t", cols, []string{"a"}, nil)
+		if err != nil || got[0].Type != "bigint unsigned" || got[1].Type != "tinyint(1)" || got[2].Type != "json" {
+			t.Fatalf("got %v %v", got, err)
+		}
+	})
 	t.Run("no mapping names table.column, override wins", func(t *testing.T) {
 		cols := []Column{{Name: "n", Type: "numeric", Base: "numeric"}, {Name: "iv", Type: "interval", Base: "interval"}}
 		_, err := MapColumns(pg, my, "public.t", cols, nil, nil)

@@ -11,21 +11,18 @@ import (
 	"github.com/migrate-dev/migrate/plans"
 )
 
-// keyTextLen is the varchar length for a text key column in MySQL: InnoDB
-// keys hold at most 3072 bytes, 768 utf8mb4 characters, shared by the
-// key's text columns.
-const keyTextLen = 768
+// maxKeyBytes is the longest InnoDB index key: text and bytea key columns
+// mapped to MySQL share what the key's other columns leave of it.
+const maxKeyBytes = 3072
 
 // MapColumns translates source column definitions into the target engine's
 // types, for creating a missing target table (C4). overrides (column ->
 // target type text, the plan's `types`) win. A type with no mapping is an
 // error naming table.column and type.
 func MapColumns(from, to Dialect, table string, cols []Column, key []string, overrides map[string]string) ([]Column, error) {
-	textKeys := 0
-	for _, c := range cols {
-		if isKey(c.Name, key) && (c.Base == "text" || c.Base == "character varying" && args(c.Type) == nil) {
-			textKeys++
-		}
+	share, err := keyShare(from, to, cols, key, overrides)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]Column, len(cols))
 	var errs []string
@@ -40,10 +37,12 @@ func MapColumns(from, to Dialect, table string, cols []Column, key []string, ove
 		switch {
 		case from.Engine() == to.Engine() && to.Engine() == plans.MySQL && c.Base == "json":
 			t = "json" // MariaDB shows JSON as longtext
+		case from.Engine() == to.Engine() && to.Engine() == plans.MySQL && intWidth.MatchString(c.Type) && c.Type != "tinyint(1)":
+			t = intWidth.ReplaceAllString(c.Type, "$1") // display widths are deprecated in MySQL 8
 		case from.Engine() == to.Engine():
 			t = c.Type
 		case from.Engine() == plans.Postgres:
-			t, err = pgToMySQL(c, isKey(c.Name, key), max(textKeys, 1))
+			t, err = pgToMySQL(c, isKey(c.Name, key), share)
 		default:
 			t, err = mySQLToPG(c)
 		}
@@ -60,6 +59,66 @@ func MapColumns(from, to Dialect, table string, cols []Column, key []string, ove
 	return out, nil
 }
 
+// keyShare is the bytes each unbounded (text, bytea) key column of a
+// PostgreSQL table gets in a MySQL key: what the other key columns leave of
+// maxKeyBytes, shared equally.
+func keyShare(from, to Dialect, cols []Column, key []string, overrides map[string]string) (int, error) {
+	if from.Engine() != plans.Postgres || to.Engine() != plans.MySQL {
+		return 0, nil
+	}
+	budget, unbounded := maxKeyBytes, 0
+	for _, c := range cols {
+		if !isKey(c.Name, key) {
+			continue
+		}
+		t, ok := overrides[c.Name]
+		if !ok {
+			if unboundedKey(c) {
+				unbounded++
+				continue
+			}
+			t, _ = pgToMySQL(c, true, 0)
+		}
+		budget -= mysqlKeyBytes(t)
+	}
+	if unbounded > 0 && budget/unbounded < 4 {
+		return 0, fmt.Errorf("%w: the key %v leaves no room in MySQL's %d-byte index key for its text columns; name their types in the plan: types: {column: \"varchar(n)\"}", plans.ErrInvalid, key, maxKeyBytes)
+	}
+	return budget / max(unbounded, 1), nil
+}
+
+// unboundedKey is a PostgreSQL column with no length, which a MySQL key
+// must give one.
+func unboundedKey(c Column) bool {
+	return c.Base == "text" || c.Base == "bytea" || c.Base == "character varying" && args(c.Type) == nil
+}
+
+// mysqlKeyBytes is the most bytes a MySQL type takes in an index key.
+func mysqlKeyBytes(t string) int {
+	a := args(t)
+	n := 0
+	if len(a) > 0 {
+		n, _ = strconv.Atoi(a[0])
+	}
+	switch baseOf(t) {
+	case "tinyint":
+		return 1
+	case "smallint":
+		return 2
+	case "mediumint", "date", "time":
+		return 3 + 3
+	case "int", "float":
+		return 4
+	case "decimal":
+		return n/2 + 2
+	case "char", "varchar":
+		return 4 * n
+	case "binary", "varbinary":
+		return n
+	}
+	return 8 // bigint, double, datetime, timestamp
+}
+
 func isKey(name string, key []string) bool {
 	for _, k := range key {
 		if k == name {
@@ -69,7 +128,10 @@ func isKey(name string, key []string) bool {
 	return false
 }
 
-var argsRe = regexp.MustCompile(`\(([^)]*)\)`)
+var (
+	argsRe   = regexp.MustCompile(`\(([^)]*)\)`)
+	intWidth = regexp.MustCompile(`^(tinyint|smallint|mediumint|int|bigint)\(\d+\)`)
+)
 
 // args returns a type's modifiers: "numeric(12,2)" gives ["12", "2"].
 func args(typ string) []string {
@@ -98,8 +160,9 @@ func precision(typ string) string {
 	return "6"
 }
 
-// pgToMySQL maps a PostgreSQL column to a MySQL type.
-func pgToMySQL(c Column, key bool, textKeys int) (string, error) {
+// pgToMySQL maps a PostgreSQL column to a MySQL type; an unbounded key
+// column gets share bytes of the index key.
+func pgToMySQL(c Column, key bool, share int) (string, error) {
 	a := args(c.Type)
 	switch c.Base {
 	case "smallint":
@@ -127,7 +190,7 @@ func pgToMySQL(c Column, key bool, textKeys int) (string, error) {
 			return "varchar(" + a[0] + ")", nil
 		}
 		if key {
-			return "varchar(" + strconv.Itoa(keyTextLen/textKeys) + ")", nil
+			return "varchar(" + strconv.Itoa(share/4) + ")", nil
 		}
 		return "longtext", nil
 	case "character", "bpchar":
@@ -153,7 +216,7 @@ func pgToMySQL(c Column, key bool, textKeys int) (string, error) {
 		return "json", nil
 	case "bytea":
 		if key {
-			return "varbinary(" + strconv.Itoa(3072/textKeys) + ")", nil
+			return "varbinary(" + strconv.Itoa(share) + ")", nil
 		}
 		return "longblob", nil
 	case "enum":
@@ -274,7 +337,7 @@ func fromMySQL(src, dst Column, to plans.Engine, v any) (any, error) {
 		}
 	case time.Time:
 		if to == plans.Postgres && x.IsZero() {
-			return nil, fmt.Errorf("MySQL zero date (0000-00-00) has no PostgreSQL value; fix the source row or make the column NULL")
+			return nil, fmt.Errorf("MySQL zero date or datetime (0000-00-00…) has no PostgreSQL value; fix the source row or make the column NULL")
 		}
 	}
 	return v, nil

@@ -25,23 +25,37 @@ type shardJob struct {
 // under a setup lock, so competing instances agree on the result. It returns
 // the shard jobs.
 func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
-	var jobs []shardJob
-	for _, t := range r.plan.Tables {
+	type prepared struct {
+		cols   []dialect.Column
+		bounds []dialect.Range
+	}
+	// First every table is checked, changing nothing, so that a plan one of
+	// whose tables cannot be copied leaves the target untouched.
+	prep := make([]prepared, len(r.plan.Tables))
+	for i, t := range r.plan.Tables {
 		cols, err := r.sourceColumns(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		if _, _, err := r.targetTable(ctx, r.dst, t, cols); err != nil {
+			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
+		}
+		bounds, err := r.shardBounds(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		prep[i] = prepared{cols, bounds}
+	}
+	var jobs []shardJob
+	for i, t := range r.plan.Tables {
+		cols := prep[i].cols
+		dst, err := r.prepareTarget(ctx, t, cols, prep[i].bounds)
 		if err != nil {
 			return nil, err
 		}
 		names := make([]string, len(cols))
 		for i, c := range cols {
 			names[i] = c.Name
-		}
-		bounds, err := r.shardBounds(ctx, t)
-		if err != nil {
-			return nil, err
-		}
-		dst, err := r.prepareTarget(ctx, t, cols, bounds)
-		if err != nil {
-			return nil, err
 		}
 		convert := dialect.Converter(r.srcD, r.dstD, cols, dst)
 		for i := 0; i < t.Shards; i++ {

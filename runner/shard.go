@@ -240,20 +240,6 @@ func (r *Runner) leaseTx(lease *lock.Lease, fn func(context.Context, *sql.Tx) er
 	return tx.Commit()
 }
 
-// inTx runs fn in a plain transaction: committed when fn succeeds, rolled
-// back otherwise.
-func inTx(ctx context.Context, db *sql.DB, fn func(*sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
-}
-
 // fenced classifies an error that stopped a holder: a refused token or a lost
 // lease becomes ErrFenced (counted as a stale rejection when the target
 // refused it); a cancelled run or anything else is returned as is.
