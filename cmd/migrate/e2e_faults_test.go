@@ -187,13 +187,24 @@ func TestRun_NoSecretsInOutput(t *testing.T) {
 	e.batchSize = -5
 	invalid := e.writePlan(t, items)
 
+	// MySQL at either end, as a URL and in the driver's native form.
+	my, err := url.Parse(testsvc.MySQLURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	myPass, nativePass := "my-"+pass, "Nat1ve"+role[len(role)-12:]
+	myURL := (&url.URL{Scheme: "mysql", User: url.UserPassword("migrate", myPass), Host: my.Host, Path: my.Path}).String()
+	nativeDSN := "migrate:" + nativePass + "@tcp(" + my.Host + ")" + my.Path
+
 	secrets := []string{}
-	for _, s := range []string{pass, redisPass, wrongPass} {
+	for _, s := range []string{pass, redisPass, wrongPass, myPass, nativePass} {
 		secrets = append(secrets, s, url.QueryEscape(s), url.PathEscape(s), strings.TrimPrefix(url.UserPassword("", s).String(), ":"))
 	}
-	if u, err := url.Parse(testsvc.PostgresURL(t)); err == nil {
-		if pw, ok := u.User.Password(); ok {
-			secrets = append(secrets, pw)
+	for _, shared := range []string{testsvc.PostgresURL(t), testsvc.MySQLURL(t)} {
+		if u, err := url.Parse(shared); err == nil {
+			if pw, ok := u.User.Password(); ok {
+				secrets = append(secrets, pw)
+			}
 		}
 	}
 
@@ -213,6 +224,11 @@ func TestRun_NoSecretsInOutput(t *testing.T) {
 		{"status unreachable redis", []string{"status", "-p", badRedis}, 1},
 		{"validate unreachable redis", []string{"validate", "-p", badRedis}, 0},
 		{"run wrong source password", []string{"run", "-p", badSource, "-v", "--json"}, 1},
+		{"run mysql url wrong password", []string{"run", "--source", myURL, "--target", e.dstURL, "--redis", redisURL,
+			"--table", "items", "--key", "id", "-v", "--json"}, 1},
+		{"run mysql native wrong password", []string{"run", "--source", e.srcURL, "--target", nativeDSN, "--redis", redisURL,
+			"--table", "items", "--key", "id", "-v"}, 1},
+		{"validate mysql", []string{"validate", "--source", myURL, "--target", nativeDSN, "--redis", redisURL, "--table", "items", "--key", "id"}, 0},
 		{"validate invalid plan", []string{"validate", "-p", invalid}, 2},
 		{"run invalid plan", []string{"run", "-p", invalid}, 2},
 	} {
