@@ -328,9 +328,7 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 	if err != nil {
 		return 0, 0, permanent{err}
 	}
-	per := (c.TargetSQL.MaxParams() - 1) / (len(spec.Columns) + 1)
-	for start := 0; start < len(rows); start += per {
-		chunk := rows[start:min(start+per, len(rows))]
+	for _, chunk := range chunks(rows, (c.TargetSQL.MaxParams()-1)/(len(spec.Columns)+1)) {
 		i, u, err := c.upsert(tctx, tx, spec, keyIdx, t, chunk)
 		if err != nil {
 			return 0, 0, fmt.Errorf("upsert batch of %s up to %v: %w", spec.Shard, last, err)
@@ -352,6 +350,46 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 		return 0, 0, fmt.Errorf("commit batch of %s up to %v: %w", spec.Shard, last, err)
 	}
 	return ins, upd, nil
+}
+
+// maxStatementBytes bounds the values one upsert statement carries, well
+// under MySQL's default max_allowed_packet (64 MiB): a batch of large rows
+// is written in several statements of the same transaction.
+const maxStatementBytes = 16 << 20
+
+// chunks splits a batch into statements of at most per rows and about
+// maxStatementBytes of values.
+func chunks(rows [][]any, per int) [][][]any {
+	var out [][][]any
+	start, size := 0, 0
+	for i, r := range rows {
+		n := rowBytes(r)
+		if i > start && (i-start >= per || size+n > maxStatementBytes) {
+			out = append(out, rows[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(rows) {
+		out = append(out, rows[start:])
+	}
+	return out
+}
+
+// rowBytes estimates the bytes a row's values take on the wire.
+func rowBytes(r []any) int {
+	n := 0
+	for _, v := range r {
+		switch v := v.(type) {
+		case string:
+			n += len(v)
+		case []byte:
+			n += len(v)
+		default:
+			n += 16
+		}
+	}
+	return n
 }
 
 // Begin starts a READ COMMITTED transaction bounded by the lease (so every
