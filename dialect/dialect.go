@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/migrate-dev/migrate/plans"
@@ -181,4 +182,13 @@ func Open(ctx context.Context, d Dialect, dsn plans.DSN, s Session) (*sql.DB, Di
 		}
 	}
 	return db, d, nil
+}
+
+// quoteList quotes each column with d and joins them with commas.
+func quoteList(d interface{ Quote(...string) string }, cols []string) string {
+	q := make([]string, len(cols))
+	for i, c := range cols {
+		q[i] = d.Quote(c)
+	}
+	return strings.Join(q, ", ")
 }

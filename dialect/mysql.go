@@ -122,13 +122,7 @@ func (MySQL) Quote(ident ...string) string {
 	return strings.Join(q, ".")
 }
 
-func (m MySQL) quoteList(cols []string) string {
-	q := make([]string, len(cols))
-	for i, c := range cols {
-		q[i] = m.Quote(c)
-	}
-	return strings.Join(q, ", ")
-}
+func (m MySQL) quoteList(cols []string) string { return quoteList(m, cols) }
 
 // where names a table in information_schema: (schema or NULL for the
 // connection's database, table).

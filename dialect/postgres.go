@@ -52,13 +52,7 @@ func ms(d time.Duration) string {
 // Quote implements Dialect.
 func (Postgres) Quote(ident ...string) string { return pgx.Identifier(ident).Sanitize() }
 
-func (p Postgres) quoteList(cols []string) string {
-	q := make([]string, len(cols))
-	for i, c := range cols {
-		q[i] = p.Quote(c)
-	}
-	return strings.Join(q, ", ")
-}
+func (p Postgres) quoteList(cols []string) string { return quoteList(p, cols) }
 
 // regclass is the table name as text for a $1::regclass cast.
 func (p Postgres) regclass(table []string) string { return p.Quote(table...) }
