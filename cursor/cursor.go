@@ -43,7 +43,7 @@ type Checkpoint struct {
 // SQL is what the cursor needs from a dialect.
 type SQL interface {
 	CheckpointInit() string
-	CheckpointRead() string
+	CheckpointRead(lock bool) string
 	CheckpointAdvance() string
 	CheckpointState() string
 	CheckpointList() string
@@ -66,8 +66,12 @@ type Store struct {
 func New(d SQL) *Store { return &Store{sql: d} }
 
 // Init creates the shard's pending checkpoint with its bounds unless one
-// exists; the first instance's bounds win.
+// exists; the first instance's bounds win. An existing checkpoint is only
+// read, never locked: a holder's batch may hold it.
 func (s *Store) Init(ctx context.Context, q Querier, sh fence.Shard, lo, hi any) error {
+	if _, err := s.Read(ctx, q, sh); err == nil {
+		return nil
+	}
 	los, err := encodeBound(lo)
 	if err != nil {
 		return err
@@ -103,11 +107,21 @@ func decodeBound(ns sql.NullString) (any, error) {
 
 // Read returns the shard's checkpoint, or ErrNoCheckpoint.
 func (s *Store) Read(ctx context.Context, q Querier, sh fence.Shard) (Checkpoint, error) {
+	return s.read(ctx, q, sh, false)
+}
+
+// ReadForUpdate is Read as a locking read, for the takeover transaction
+// (C2): it sees the previous holder's last commit and keeps the row.
+func (s *Store) ReadForUpdate(ctx context.Context, q Querier, sh fence.Shard) (Checkpoint, error) {
+	return s.read(ctx, q, sh, true)
+}
+
+func (s *Store) read(ctx context.Context, q Querier, sh fence.Shard, lock bool) (Checkpoint, error) {
 	cp := Checkpoint{Shard: sh}
 	var lo, hi, last sql.NullString
 	var tok int64
 	var state string
-	err := q.QueryRowContext(ctx, s.sql.CheckpointRead(), sh.Plan, sh.Table, sh.Index).
+	err := q.QueryRowContext(ctx, s.sql.CheckpointRead(lock), sh.Plan, sh.Table, sh.Index).
 		Scan(&lo, &hi, &last, &cp.RowsDone, &tok, &state, &cp.UpdatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return cp, fmt.Errorf("%w for %s", ErrNoCheckpoint, sh)

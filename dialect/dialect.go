@@ -35,6 +35,10 @@ type Session struct {
 	IdleInTransaction time.Duration
 	Statement         time.Duration
 	Lock              time.Duration
+	// RawTimes reads MySQL DATE, DATETIME and TIMESTAMP values as text, for
+	// a source: the driver's time.Time would shift dates with a zero month
+	// or day into real dates.
+	RawTimes bool
 }
 
 // SessionFor derives session-wide F3 timeouts from a lease TTL, a backstop
@@ -118,7 +122,7 @@ type Dialect interface {
 	// SetupLock and SetupUnlock take and give back a session lock that
 	// serialises setup across instances; args: a lock name. They run on
 	// one connection.
-	SetupLock(name string) (string, []any)
+	SetupLock(name string) (string, []any) // yields 1 when the lock is held
 	SetupUnlock(name string) (string, []any)
 
 	// FenceClaim raises the watermark strictly (F1): args plan, table,
@@ -135,8 +139,10 @@ type Dialect interface {
 	// plan, table, shard, lo, hi.
 	CheckpointInit() string
 	// CheckpointRead yields (lo, hi, last_key, rows_done, token, state,
-	// updated_at): args plan, table, shard.
-	CheckpointRead() string
+	// updated_at): args plan, table, shard. With lock it is a locking read,
+	// for the takeover transaction: it must see the old holder's last
+	// commit, and keep it.
+	CheckpointRead(lock bool) string
 	// CheckpointAdvance moves the cursor: args last_key, rows_done (the new
 	// total, so a retried commit cannot count twice), token, plan, table,
 	// shard.

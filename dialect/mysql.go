@@ -35,18 +35,25 @@ func (MySQL) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg.ParseTime = true
+	cfg.ParseTime = !s.RawTimes
 	cfg.Loc = time.UTC
+	// An ON DUPLICATE KEY UPDATE that changed nothing must report no
+	// affected row: the strict fence claim depends on it.
+	cfg.ClientFoundRows = false
 	if cfg.Params == nil {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
 	cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+	idle := max(int64(s.IdleInTransaction/time.Second), 1)
 	if s.IdleInTransaction > 0 {
-		cfg.Params["wait_timeout"] = seconds(s.IdleInTransaction)
+		cfg.Params["wait_timeout"] = strconv.FormatInt(idle, 10)
 	}
 	if s.Lock > 0 {
-		cfg.Params["innodb_lock_wait_timeout"] = seconds(s.Lock)
+		// A lock waiter outwaits a silent holder's session by a second
+		// (MySQL counts both in whole seconds).
+		lock := max(int64((s.Lock+time.Second-1)/time.Second), idle+1)
+		cfg.Params["innodb_lock_wait_timeout"] = strconv.FormatInt(lock, 10)
 	}
 	cfg.Collation = "utf8mb4_general_ci" // the connection's; columns keep their own
 	conn, err := mysql.NewConnector(cfg)
@@ -79,9 +86,6 @@ func mysqlConfig(dsn plans.DSN) (*mysql.Config, error) {
 	cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(dsn.Host(), port)
 	return cfg, nil
 }
-
-// seconds is a whole number of seconds, at least 1, for MySQL variables.
-func seconds(d time.Duration) string { return strconv.FormatInt(max(int64(d/time.Second), 1), 10) }
 
 // Detect implements Detector from VERSION().
 func (MySQL) Detect(ctx context.Context, db *sql.DB) (Dialect, error) {
@@ -373,11 +377,14 @@ func (m MySQL) CheckpointInit() string {
 ON DUPLICATE KEY UPDATE plan = plan`
 }
 
-// CheckpointRead implements Dialect. It is a locking read: in the claim
-// transaction it must see the old holder's last commit, not a snapshot.
-func (m MySQL) CheckpointRead() string {
-	return `SELECT lo_key, hi_key, last_key, rows_done, token, state, updated_at FROM ` + m.Quote(CheckpointTable) + `
-WHERE plan = ? AND tbl = ? AND shard = ? FOR UPDATE`
+// CheckpointRead implements Dialect.
+func (m MySQL) CheckpointRead(lock bool) string {
+	q := `SELECT lo_key, hi_key, last_key, rows_done, token, state, updated_at FROM ` + m.Quote(CheckpointTable) + `
+WHERE plan = ? AND tbl = ? AND shard = ?`
+	if lock {
+		q += " FOR UPDATE"
+	}
+	return q
 }
 
 // CheckpointAdvance implements Dialect.

@@ -211,7 +211,7 @@ func (p Postgres) Helpers() []string {
 
 // SetupLock implements Dialect.
 func (Postgres) SetupLock(name string) (string, []any) {
-	return `SELECT pg_advisory_lock(hashtext($1))`, []any{name}
+	return `SELECT 1 FROM (SELECT pg_advisory_lock(hashtext($1))) l`, []any{name}
 }
 
 // SetupUnlock implements Dialect.
@@ -245,9 +245,13 @@ ON CONFLICT (plan, tbl, shard) DO NOTHING`
 }
 
 // CheckpointRead implements Dialect.
-func (p Postgres) CheckpointRead() string {
-	return `SELECT lo_key, hi_key, last_key, rows_done, token, state, updated_at FROM ` + p.Quote(CheckpointTable) + `
+func (p Postgres) CheckpointRead(lock bool) string {
+	q := `SELECT lo_key, hi_key, last_key, rows_done, token, state, updated_at FROM ` + p.Quote(CheckpointTable) + `
 WHERE plan = $1 AND tbl = $2 AND shard = $3`
+	if lock {
+		q += " FOR UPDATE"
+	}
+	return q
 }
 
 // CheckpointAdvance implements Dialect.

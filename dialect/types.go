@@ -316,8 +316,8 @@ func Converter(from, to Dialect, src, dst []Column) func(col int, v any) (any, e
 // binaryBases are MySQL types whose values are bytes, not text.
 var binaryBases = map[string]bool{"binary": true, "varbinary": true, "tinyblob": true, "blob": true, "mediumblob": true, "longblob": true, "bit": true}
 
-// fromMySQL converts a value go-sql-driver read: text comes as bytes,
-// unsigned bigints as uint64, zero dates as the zero time.Time.
+// fromMySQL converts a value go-sql-driver read (with dialect.Session
+// RawTimes): text and dates come as bytes, unsigned bigints as uint64.
 func fromMySQL(src, dst Column, to plans.Engine, v any) (any, error) {
 	switch x := v.(type) {
 	case []byte:
@@ -325,22 +325,53 @@ func fromMySQL(src, dst Column, to plans.Engine, v any) (any, error) {
 			return x, nil
 		}
 		s := string(x)
-		if to == plans.Postgres && src.Base == "time" {
+		switch {
+		case to == plans.Postgres && src.Base == "time":
 			return s, checkPGTime(s)
+		case src.Base == "date" || src.Base == "datetime" || src.Base == "timestamp":
+			return mysqlTime(s, to)
 		}
 		return s, nil
 	case uint64:
 		return strconv.FormatUint(x, 10), nil
 	case int64:
 		if to == plans.Postgres && dst.Base == "boolean" {
-			return x != 0, nil
-		}
-	case time.Time:
-		if to == plans.Postgres && x.IsZero() {
-			return nil, fmt.Errorf("MySQL zero date or datetime (0000-00-00…) has no PostgreSQL value; fix the source row or make the column NULL")
+			if x != 0 && x != 1 {
+				return nil, fmt.Errorf("tinyint(1) value %d is not a boolean; name another type in the plan: types: {column: \"smallint\"}", x)
+			}
+			return x == 1, nil
 		}
 	}
 	return v, nil
+}
+
+// mysqlTime reads a DATE, DATETIME or TIMESTAMP value as MySQL wrote it.
+// A value with a zero year, month or day ("0000-00-00", "2024-02-00") has
+// no PostgreSQL value: an error there; to MySQL it goes as it is.
+func mysqlTime(s string, to plans.Engine) (any, error) {
+	day, clock, _ := strings.Cut(s, " ")
+	parts := strings.Split(day, "-")
+	if len(parts) != 3 {
+		return nil, fmt.Errorf("MySQL date %q is not YYYY-MM-DD", s)
+	}
+	if parts[0] == "0000" || parts[1] == "00" || parts[2] == "00" {
+		if to == plans.MySQL {
+			return s, nil
+		}
+		return nil, fmt.Errorf("MySQL date %q has a zero year, month or day and no PostgreSQL value; fix the source row or make the column NULL", s)
+	}
+	layout := "2006-01-02"
+	if clock != "" {
+		layout = "2006-01-02 15:04:05.999999"
+	}
+	t, err := time.ParseInLocation(layout, s, time.UTC)
+	if err != nil {
+		return nil, fmt.Errorf("MySQL date %q: %w", s, err)
+	}
+	if to == plans.MySQL {
+		return s, nil // exactly as read
+	}
+	return t, nil
 }
 
 // checkPGTime refuses MySQL TIME values outside PostgreSQL's 00:00:00 to

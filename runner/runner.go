@@ -87,7 +87,7 @@ func Open(ctx context.Context, plan *plans.Plan, opts Options, statusOnly bool) 
 			r.Close()
 			return nil, err
 		}
-		if r.src, r.srcD, err = dialect.Open(ctx, r.srcD, plan.Source, dialect.Session{}); err != nil {
+		if r.src, r.srcD, err = dialect.Open(ctx, r.srcD, plan.Source, dialect.Session{RawTimes: true}); err != nil {
 			r.Close()
 			return nil, fmt.Errorf("source %s: %w", plan.Source, err)
 		}

@@ -108,6 +108,11 @@ func (r *Runner) sourceColumns(ctx context.Context, t plans.Table) ([]dialect.Co
 		if !c.NotNull {
 			return nil, fmt.Errorf("%w: key column %s.%s may be NULL; the business key must be NOT NULL", plans.ErrInvalid, t.Name, k)
 		}
+		// MySQL sorts ENUM and SET by their index but compares them as
+		// text: a keyset over them skips rows.
+		if r.srcD.Engine() == plans.MySQL && (c.Base == "enum" || c.Base == "set") {
+			return nil, fmt.Errorf("%w: key column %s.%s is a MySQL %s, whose sort order differs from its comparison; it cannot be a keyset key", plans.ErrInvalid, t.Name, k, c.Base)
+		}
 	}
 	// Equal keys split across two pages would be skipped after the first.
 	uniq, err := uniqueIndexes(ctx, r.src, r.srcD, t.SourceIdent())
@@ -215,8 +220,12 @@ func (r *Runner) prepareTarget(ctx context.Context, t plans.Table, cols []dialec
 	defer conn.Close()
 	name := "migrate:" + r.plan.Name
 	q, args := r.dstD.SetupLock(name)
-	if _, err := conn.ExecContext(ctx, q, args...); err != nil {
+	var held sql.NullInt64
+	if err := conn.QueryRowContext(ctx, q, args...).Scan(&held); err != nil {
 		return nil, fmt.Errorf("target setup lock: %w", err)
+	}
+	if held.Int64 != 1 {
+		return nil, fmt.Errorf("target setup lock %q: not granted (another instance has held it for minutes)", name)
 	}
 	defer func() {
 		q, args := r.dstD.SetupUnlock(name)
@@ -320,12 +329,20 @@ func (r *Runner) checkUniqueKey(ctx context.Context, tx dbConn, t plans.Table) e
 		return fmt.Errorf("unique keys of %s: %w", t.Target, err)
 	}
 	want := slices.Sorted(slices.Values(t.Key))
+	found := false
 	for _, cols := range uniq {
 		if slices.Equal(slices.Sorted(slices.Values(cols)), want) {
-			return nil
+			found = true
+		} else if r.dstD.Engine() == plans.MySQL {
+			// ON DUPLICATE KEY UPDATE fires on any unique index: a row
+			// could land on another row that shares only that index.
+			return fmt.Errorf("%w: target table %s has a unique index on %v besides the key %v; MySQL's upsert would update whichever row it matches", plans.ErrInvalid, t.Target, cols, t.Key)
 		}
 	}
-	return fmt.Errorf("%w: target table %s has no unique index on exactly the key %v; the idempotent upsert needs one", plans.ErrInvalid, t.Target, t.Key)
+	if !found {
+		return fmt.Errorf("%w: target table %s has no unique index on exactly the key %v; the idempotent upsert needs one", plans.ErrInvalid, t.Target, t.Key)
+	}
+	return nil
 }
 
 // uniqueIndexes returns the column lists of a table's unique indexes.

@@ -65,7 +65,9 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 			if err := r.locker.RaiseToken(ctx, base, int64(rc.watermark)); err != nil {
 				return err
 			}
-		case errors.As(err, &retry) || isTransient(err):
+		case errors.As(err, &retry) || !errors.Is(err, ErrHalted) && !errors.Is(err, ErrFenced):
+			// Anything else failed before a row was written (reading the
+			// checkpoint, the lease, the takeover): try again, a few times.
 			failures++
 			if failures > r.plan.MaxRetries {
 				return fmt.Errorf("%s: gave up after %d attempts: %w", s, failures, err)
@@ -82,13 +84,6 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 		}
 		electStart = time.Now()
 	}
-}
-
-// isTransient tells errors worth another attempt: the target or Redis could
-// not be reached or answered with a temporary failure before any write.
-func isTransient(err error) bool {
-	var ne interface{ Timeout() bool }
-	return errors.As(err, &ne) || errors.Is(err, sql.ErrConnDone) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // finished reports whether the shard needs no more work, recording it.
@@ -198,7 +193,7 @@ func (r *Runner) takeover(lease *lock.Lease, s fence.Shard, t fence.Token, owner
 			}
 			return err
 		}
-		cp, err = r.cursor.Read(ctx, tx, s)
+		cp, err = r.cursor.ReadForUpdate(ctx, tx, s)
 		return err
 	})
 	return cp, err
