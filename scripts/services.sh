@@ -84,7 +84,11 @@ shared_buffers = 256MB
 CONF
   fi
   mkdir -p "$DIR/pgsock"; touch "$DIR/pg.log"; chown postgres "$DIR/pg.log" "$DIR/pgsock"
-  runuser -u postgres -- "$bin/pg_ctl" -D "$data" -l "$DIR/pg.log" -w -t 60 start >&2 9>&-
+  if ! runuser -u postgres -- "$bin/pg_ctl" -D "$data" -l "$DIR/pg.log" -w -t 60 start >&2 9>&-; then
+    log "PostgreSQL did not start on 127.0.0.1:$PG_PORT; the end of $DIR/pg.log:"
+    tail -n 5 "$DIR/pg.log" >&2
+    return 1
+  fi
   runuser -u postgres -- "$bin/psql" -h "$DIR/pgsock" -p "$PG_PORT" -U postgres -d postgres -qtA -v ON_ERROR_STOP=1 >&2 <<SQL
 SELECT 'CREATE ROLE $PG_USER LOGIN SUPERUSER PASSWORD ''$PG_PASS''' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '$PG_USER')\gexec
 SELECT 'CREATE DATABASE migrate OWNER $PG_USER' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'migrate')\gexec
