@@ -417,3 +417,16 @@ func (m MySQL) CheckpointList() string {
 	return `SELECT tbl, shard, state, rows_done, last_key, token, updated_at FROM ` + m.Quote(CheckpointTable) + `
 WHERE plan = ? ORDER BY tbl, shard`
 }
+
+// ScanOrdered reads cols of a whole table ordered by key, text key columns
+// in byte order, for verification.
+func (m MySQL) ScanOrdered(table []string, cols, key []string, textKey []bool) string {
+	order := make([]string, len(key))
+	for i, k := range key {
+		order[i] = m.Quote(k)
+		if textKey[i] {
+			order[i] = "CAST(" + order[i] + " AS BINARY)"
+		}
+	}
+	return "SELECT " + m.quoteList(cols) + " FROM " + m.Quote(table...) + " ORDER BY " + strings.Join(order, ", ")
+}

@@ -287,3 +287,16 @@ func (p Postgres) CheckpointList() string {
 	return `SELECT tbl, shard, state, rows_done, last_key, token, updated_at FROM ` + p.Quote(CheckpointTable) + `
 WHERE plan = $1 ORDER BY tbl, shard`
 }
+
+// ScanOrdered reads cols of a whole table ordered by key, text key columns
+// in byte order (COLLATE "C"), for verification.
+func (p Postgres) ScanOrdered(table []string, cols, key []string, textKey []bool) string {
+	order := make([]string, len(key))
+	for i, k := range key {
+		order[i] = p.Quote(k)
+		if textKey[i] {
+			order[i] += ` COLLATE "C"`
+		}
+	}
+	return "SELECT " + p.quoteList(cols) + " FROM " + p.Quote(table...) + " ORDER BY " + strings.Join(order, ", ")
+}

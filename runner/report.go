@@ -1,6 +1,10 @@
 package runner
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/migrate-dev/migrate/verify"
+)
 
 // Report is the result of a run; its JSON keys are the contract of SPEC §4.
 type Report struct {
@@ -47,31 +51,11 @@ type ShardResult struct {
 	ByOther bool   `json:"done_by_other"`
 }
 
-// Verification is the end-of-run check. Until row-level verification lands
-// it compares row counts only (Method "count").
+// Verification is a row-by-row comparison of source and target (package
+// verify); its JSON keys are the contract of SPEC §4.
 type Verification struct {
-	Equal  bool          `json:"equal"`
-	Method string        `json:"method"`
-	Tables []TableVerify `json:"tables"`
-}
-
-// TableVerify is one table's verification.
-type TableVerify struct {
-	Table      string   `json:"table"`
-	SourceRows int64    `json:"source_rows"`
-	TargetRows int64    `json:"target_rows"`
-	Missing    int64    `json:"missing"`
-	Extra      int64    `json:"extra"`
-	Changed    int64    `json:"changed"`
-	Samples    []Sample `json:"samples"`
-}
-
-// Sample is one differing row.
-type Sample struct {
-	Key    any    `json:"key"`
-	Kind   string `json:"kind"`
-	Source any    `json:"source"`
-	Target any    `json:"target"`
+	Equal  bool            `json:"equal"`
+	Tables []verify.Result `json:"tables"`
 }
 
 // Status is the durable state of a plan, for operators (SPEC §4).

@@ -59,6 +59,7 @@ type Runner struct {
 	dst    *sql.DB
 	srcD   dialect.Dialect
 	dstD   dialect.Dialect
+	scan   *sql.DB // target pool without statement timeouts, for verification
 	rdb    *redis.Client
 	locker *lock.Locker
 	fence  *fence.Fence
@@ -132,7 +133,7 @@ func (r *Runner) ping(ctx context.Context, statusOnly bool) error {
 
 // Close releases every connection.
 func (r *Runner) Close() {
-	for _, db := range []*sql.DB{r.src, r.dst} {
+	for _, db := range []*sql.DB{r.src, r.dst, r.scan} {
 		if db != nil {
 			_ = db.Close()
 		}
@@ -183,7 +184,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		return r.finish(start), nil
 	}
 	if !r.opts.NoVerify {
-		v, err := r.verifyCounts(ctx)
+		v, err := r.Verify(ctx, "")
 		r.report.Verify = v
 		if err != nil {
 			return r.finish(start), err
@@ -234,34 +235,6 @@ func (r *Runner) estimate(ctx context.Context, jobs []shardJob) (total, done int
 		}
 	}
 	return max(total, done), done
-}
-
-// verifyCounts compares source and target row counts per table. It is the
-// end-of-run check until row-level verification lands, and says so.
-func (r *Runner) verifyCounts(ctx context.Context) (*Verification, error) {
-	r.log.Info("verification: comparing row counts only (row-level diff is not built yet)")
-	v := &Verification{Equal: true, Method: "count", Tables: []TableVerify{}}
-	for _, t := range r.plan.Tables {
-		var s, d int64
-		if err := r.src.QueryRowContext(ctx, r.srcD.CountRows(t.SourceIdent())).Scan(&s); err != nil {
-			return v, fmt.Errorf("count source %s: %w", t.Name, err)
-		}
-		if err := r.dst.QueryRowContext(ctx, r.dstD.CountRows(t.TargetIdent())).Scan(&d); err != nil {
-			return v, fmt.Errorf("count target %s: %w", t.Target, err)
-		}
-		tv := TableVerify{Table: t.Name, SourceRows: s, TargetRows: d, Samples: []Sample{}}
-		if s > d {
-			tv.Missing = s - d
-		} else {
-			tv.Extra = d - s
-		}
-		if s != d {
-			v.Equal = false
-		}
-		r.log.Info("verification", "table", t.Name, "source_rows", s, "target_rows", d, "equal", s == d)
-		v.Tables = append(v.Tables, tv)
-	}
-	return v, nil
 }
 
 // copier returns a batch copier reporting into the run's counters.

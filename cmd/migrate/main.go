@@ -33,6 +33,7 @@ checkpointed batches under a Redis lease, fenced at the target.
 Usage:
   migrate run      -p PLAN [--json] [--instance NAME] [--no-verify]
   migrate status   -p PLAN [--json]
+  migrate verify   -p PLAN [--json] [--table NAME]
   migrate validate -p PLAN
   migrate resume   -p PLAN [--table NAME] [--shard N]
 
@@ -66,6 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"status":   statusCmd,
 		"validate": validateCmd,
 		"resume":   resumeCmd,
+		"verify":   verifyCmd,
 	}
 	name := args[0]
 	if name == "-h" || name == "--help" || name == "help" {

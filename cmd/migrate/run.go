@@ -96,15 +96,8 @@ func printReport(w io.Writer, rep *runner.Report) {
 		fmt.Fprintf(w, "  takeover %s#%d from %s: token %d, resumed after %s, replayed %d rows, rto %dms (wait %d + elect %d + recover %d + verify %d)\n",
 			t.Table, t.Shard, t.PreviousOwner, t.Token, t.ResumedAfter, t.ReplayedRows, t.RtoMs, t.WaitMs, t.ElectMs, t.RecoverMs, t.VerifyMs)
 	}
-	if v := rep.Verify; v != nil {
-		for _, t := range v.Tables {
-			fmt.Fprintf(w, "  verify (%s) %s: source %d rows, target %d rows\n", v.Method, t.Table, t.SourceRows, t.TargetRows)
-		}
-		if v.Equal {
-			fmt.Fprintln(w, "verification: equal (row counts only; row-level diff is not built yet)")
-		} else {
-			fmt.Fprintln(w, "verification: DIFFERENT row counts")
-		}
+	if rep.Verify != nil {
+		printVerification(w, rep.Verify)
 	}
 }
 

@@ -1,0 +1,75 @@
+package runner
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/verify"
+)
+
+// Verify compares every table of the plan (or the one named, by source or
+// target name) row by row, source against target.
+func (r *Runner) Verify(ctx context.Context, only string) (*Verification, error) {
+	v := &Verification{Equal: true, Tables: []verify.Result{}}
+	if only != "" {
+		if _, ok := r.plan.Table(only); !ok {
+			return v, fmt.Errorf("%w: the plan has no table %q", plans.ErrInvalid, only)
+		}
+	}
+	if r.scan == nil {
+		var err error
+		// Long scans must not meet the lease sessions' statement timeouts.
+		if r.scan, _, err = dialect.Open(ctx, r.dstD, r.plan.Target, dialect.Session{RawTimes: true}); err != nil {
+			return v, fmt.Errorf("target %s: %w", r.plan.Target, err)
+		}
+	}
+	for _, t := range r.plan.Tables {
+		if only != "" && t.Name != only && t.Target != only {
+			continue
+		}
+		src, err := r.sourceColumns(ctx, t)
+		if err != nil {
+			return v, err
+		}
+		dst, err := r.targetColumns(ctx, t, src)
+		if err != nil {
+			return v, err
+		}
+		res, err := verify.Compare(ctx,
+			verify.Side{DB: r.src, SQL: r.srcD, Table: t.SourceIdent(), Columns: src},
+			verify.Side{DB: r.scan, SQL: r.dstD, Table: t.TargetIdent(), Columns: dst},
+			verify.Options{Name: t.Name, Key: t.Key})
+		if err != nil {
+			return v, err
+		}
+		r.log.Info("verification", "table", t.Name, "source_rows", res.SourceRows, "target_rows", res.TargetRows,
+			"missing", res.Missing, "extra", res.Extra, "changed", res.Changed)
+		v.Tables = append(v.Tables, res)
+		v.Equal = v.Equal && res.Equal()
+	}
+	return v, nil
+}
+
+// targetColumns returns the target's definitions of the source columns
+// src, in the same order.
+func (r *Runner) targetColumns(ctx context.Context, t plans.Table, src []dialect.Column) ([]dialect.Column, error) {
+	all, err := columns(ctx, r.scan, r.dstD, t.TargetIdent())
+	if err != nil {
+		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
+	}
+	byName := map[string]dialect.Column{}
+	for _, c := range all {
+		byName[c.Name] = c
+	}
+	out := make([]dialect.Column, len(src))
+	for i, c := range src {
+		d, ok := byName[c.Name]
+		if !ok {
+			return nil, fmt.Errorf("target table %s has no column %q", t.Target, c.Name)
+		}
+		out[i] = d
+	}
+	return out, nil
+}

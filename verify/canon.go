@@ -1,0 +1,275 @@
+package verify
+
+import (
+	"bytes"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Canonical value rules, the same whichever engine a value was read from
+// (README, "Verification"):
+//   - NULL is distinct from every value, including ''.
+//   - integers and decimals compare as numbers: scale and trailing zeros do
+//     not count (1.5 = 1.500), -0 = 0;
+//   - floats compare by value, -0 = 0, NaN = NaN;
+//   - booleans: true/false, MySQL tinyint(1) 1/0;
+//   - timestamps: the instant in UTC to the microsecond; dates: the day;
+//     times of day: to the microsecond;
+//   - uuid: lower case;
+//   - JSON: parsed, objects compared by key whatever the order, numbers as
+//     written;
+//   - char(n): trailing spaces do not count (MySQL strips them, PostgreSQL
+//     pads); in every other string type every byte counts;
+//   - bytes: every byte.
+
+// kind is how a column's values are compared.
+type kind int
+
+const (
+	kText kind = iota
+	kChar
+	kBytes
+	kNumber
+	kFloat
+	kBool
+	kTimestamp
+	kDate
+	kTime
+	kUUID
+	kJSON
+)
+
+// kindOf classifies a column from its base type on either engine.
+func kindOf(base string) kind {
+	switch base {
+	case "smallint", "integer", "bigint", "int", "tinyint", "mediumint", "numeric", "decimal", "year":
+		return kNumber
+	case "real", "double precision", "float", "double":
+		return kFloat
+	case "boolean":
+		return kBool
+	case "timestamp without time zone", "timestamp with time zone", "timestamp", "timestamptz", "datetime":
+		return kTimestamp
+	case "date":
+		return kDate
+	case "time without time zone", "time":
+		return kTime
+	case "uuid":
+		return kUUID
+	case "json", "jsonb":
+		return kJSON
+	case "bytea", "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
+		return kBytes
+	case "character", "bpchar", "char":
+		return kChar
+	}
+	return kText
+}
+
+// pair is how one column of the source and its target counterpart are
+// compared: by the looser of the two kinds (a boolean against a tinyint(1)
+// compares as booleans, a char against a varchar without trailing spaces).
+func pair(src, dst string) kind {
+	a, b := kindOf(src), kindOf(dst)
+	switch {
+	case a == b:
+		return a
+	case a == kBool || b == kBool:
+		return kBool
+	case a == kUUID || b == kUUID:
+		return kUUID
+	case a == kJSON || b == kJSON:
+		return kJSON
+	case a == kTimestamp || b == kTimestamp:
+		return kTimestamp
+	case a == kChar || b == kChar:
+		return kChar
+	}
+	return a
+}
+
+// canon is a value in canonical form: a string for equality and display,
+// and an ordered form for keys.
+type canon struct {
+	null bool
+	text string
+	num  *big.Rat  // kNumber keys
+	at   time.Time // kTimestamp, kDate keys
+}
+
+func (c canon) String() string {
+	if c.null {
+		return "NULL"
+	}
+	return c.text
+}
+
+// canonical puts a value read by either driver into canonical form.
+func canonical(v any, k kind) (canon, error) {
+	if v == nil {
+		return canon{null: true}, nil
+	}
+	switch k {
+	case kNumber:
+		s := text(v)
+		if b, ok := v.(bool); ok {
+			s = map[bool]string{true: "1", false: "0"}[b]
+		}
+		r, ok := new(big.Rat).SetString(s)
+		if !ok {
+			return canon{}, fmt.Errorf("not a number: %q", s)
+		}
+		return canon{text: decimalText(s), num: r}, nil
+	case kFloat:
+		f, err := toFloat(v)
+		if err != nil {
+			return canon{}, err
+		}
+		if f == 0 {
+			f = 0 // -0
+		}
+		if math.IsNaN(f) {
+			return canon{text: "NaN"}, nil
+		}
+		return canon{text: strconv.FormatFloat(f, 'g', -1, 64)}, nil
+	case kBool:
+		switch x := v.(type) {
+		case bool:
+			return canon{text: strconv.FormatBool(x)}, nil
+		case int64:
+			return canon{text: strconv.FormatBool(x != 0)}, nil
+		}
+		s := text(v)
+		return canon{text: strconv.FormatBool(s == "1" || s == "t" || s == "true")}, nil
+	case kTimestamp, kDate:
+		t, err := toTime(v)
+		if err != nil {
+			if s := text(v); strings.HasPrefix(s, "0000-") || strings.Contains(s, "-00") {
+				return canon{text: s}, nil // a MySQL date with a zero part, compared as written
+			}
+			return canon{}, err
+		}
+		if k == kDate {
+			return canon{text: t.Format("2006-01-02"), at: t}, nil
+		}
+		t = t.UTC().Truncate(time.Microsecond)
+		return canon{text: t.Format("2006-01-02 15:04:05.000000"), at: t}, nil
+	case kTime:
+		return canon{text: timeOfDay(text(v))}, nil
+	case kUUID:
+		return canon{text: strings.ToLower(text(v))}, nil
+	case kJSON:
+		return canonJSON(v)
+	case kChar:
+		return canon{text: strings.TrimRight(text(v), " ")}, nil
+	case kBytes:
+		if b, ok := v.([]byte); ok {
+			return canon{text: "\\x" + hex.EncodeToString(b)}, nil
+		}
+	}
+	return canon{text: text(v)}, nil
+}
+
+// decimalText writes a decimal without its sign when zero, leading zeros
+// and trailing fractional zeros: "-0.500" and "00.5" are "0.5".
+func decimalText(s string) string {
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimLeft(s, "+-")
+	whole, frac, _ := strings.Cut(s, ".")
+	whole = strings.TrimLeft(whole, "0")
+	frac = strings.TrimRight(frac, "0")
+	if whole == "" {
+		whole = "0"
+	}
+	if frac != "" {
+		whole += "." + frac
+	}
+	if neg && whole != "0" {
+		whole = "-" + whole
+	}
+	return whole
+}
+
+func text(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	case time.Time:
+		return x.UTC().Format(time.RFC3339Nano)
+	}
+	return fmt.Sprint(v)
+}
+
+func toFloat(v any) (float64, error) {
+	switch x := v.(type) {
+	case float64:
+		return x, nil
+	case float32:
+		return float64(x), nil
+	case int64:
+		return float64(x), nil
+	}
+	return strconv.ParseFloat(text(v), 64)
+}
+
+// toTime reads a time.Time (pgx) or MySQL's text form, in UTC.
+func toTime(v any) (time.Time, error) {
+	if t, ok := v.(time.Time); ok {
+		return t, nil
+	}
+	s := text(v)
+	for _, layout := range []string{"2006-01-02 15:04:05.999999", "2006-01-02"} {
+		if t, err := time.ParseInLocation(layout, s, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("not a date or time: %q", s)
+}
+
+// timeOfDay writes hh:mm:ss with six fractional digits.
+func timeOfDay(s string) string {
+	whole, frac, _ := strings.Cut(s, ".")
+	return whole + "." + (frac + "000000")[:6]
+}
+
+func canonJSON(v any) (canon, error) {
+	dec := json.NewDecoder(bytes.NewReader([]byte(text(v))))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return canon{}, fmt.Errorf("not JSON: %w", err)
+	}
+	b, err := json.Marshal(doc) // objects come out with sorted keys
+	if err != nil {
+		return canon{}, err
+	}
+	return canon{text: string(b)}, nil
+}
+
+// compareKeys orders two canonical keys the way the scans are ordered:
+// numbers and times by value, everything else by bytes.
+func compareKeys(a, b []canon) int {
+	for i := range a {
+		var c int
+		switch {
+		case a[i].num != nil && b[i].num != nil:
+			c = a[i].num.Cmp(b[i].num)
+		case !a[i].at.IsZero() || !b[i].at.IsZero():
+			c = a[i].at.Compare(b[i].at)
+		default:
+			c = strings.Compare(a[i].text, b[i].text)
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return 0
+}

@@ -1,0 +1,104 @@
+package verify
+
+import (
+	"math"
+	"testing"
+	"time"
+)
+
+// The canonical rules: values that mean the same on PostgreSQL and MySQL
+// are equal, and values that differ stay different.
+func TestCanonical(t *testing.T) {
+	at := time.Date(2024, 2, 29, 23, 59, 59, 999999000, time.UTC)
+	same := []struct {
+		name string
+		k    kind
+		a, b any
+	}{
+		{"decimal scale", kNumber, "1.500", []byte("1.5")},
+		{"negative zero decimal", kNumber, "-0.000", "0"},
+		{"integer types", kNumber, int64(42), []byte("42")},
+		{"unsigned bigint", kNumber, "18446744073709551615", []byte("18446744073709551615")},
+		{"negative zero float", kFloat, math.Copysign(0, -1), 0.0},
+		{"float32 widened", kFloat, float32(1.5), 1.5},
+		{"boolean vs tinyint(1)", kBool, true, int64(1)},
+		{"timestamp zone", kTimestamp, at.In(time.FixedZone("x", 3600)), []byte("2024-02-29 23:59:59.999999")},
+		{"date", kDate, time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), []byte("2024-02-29")},
+		{"time fraction", kTime, "13:14:15.5", []byte("13:14:15.500000")},
+		{"uuid case", kUUID, "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"},
+		{"json key order and spacing", kJSON, []byte(`{"b": [1, 2], "a": {"y": 1, "x": 2}}`), `{"a":{"x":2,"y":1},"b":[1,2]}`},
+		{"char padding", kChar, "ab   ", []byte("ab")},
+		{"bytes", kBytes, []byte{0, 255}, []byte{0, 255}},
+	}
+	for _, c := range same {
+		t.Run("same/"+c.name, func(t *testing.T) {
+			a, err1 := canonical(c.a, c.k)
+			b, err2 := canonical(c.b, c.k)
+			if err1 != nil || err2 != nil || a.String() != b.String() || a.null != b.null {
+				t.Errorf("%v vs %v: %q vs %q (%v, %v), want equal", c.a, c.b, a, b, err1, err2)
+			}
+		})
+	}
+	different := []struct {
+		name string
+		k    kind
+		a, b any
+	}{
+		{"NULL vs empty string", kText, nil, ""},
+		{"trailing space in text", kText, "a", "a "},
+		{"case in text", kText, "a", "A"},
+		{"one microsecond", kTimestamp, at, at.Add(time.Microsecond)},
+		{"decimal value", kNumber, "1.5", "1.51"},
+		{"json number text", kJSON, `{"a": 1}`, `{"a": 1.0}`},
+		{"json value", kJSON, `{"a": 1}`, `{"a": 2}`},
+		{"bytes", kBytes, []byte{0}, []byte{1}},
+		{"float", kFloat, 0.1, 0.1000000001},
+	}
+	for _, c := range different {
+		t.Run("different/"+c.name, func(t *testing.T) {
+			a, _ := canonical(c.a, c.k)
+			b, _ := canonical(c.b, c.k)
+			if a.String() == b.String() && a.null == b.null {
+				t.Errorf("%v vs %v both %q, want different", c.a, c.b, a)
+			}
+		})
+	}
+}
+
+func TestPair(t *testing.T) {
+	for _, c := range []struct {
+		src, dst string
+		want     kind
+	}{
+		{"boolean", "tinyint", kBool},
+		{"tinyint", "boolean", kBool},
+		{"uuid", "char", kUUID},
+		{"jsonb", "longtext", kJSON},
+		{"timestamp with time zone", "datetime", kTimestamp},
+		{"character", "varchar", kChar},
+		{"numeric", "decimal", kNumber},
+	} {
+		if got := pair(c.src, c.dst); got != c.want {
+			t.Errorf("pair(%s, %s) = %v, want %v", c.src, c.dst, got, c.want)
+		}
+	}
+}
+
+func TestCompareKeys(t *testing.T) {
+	num := func(s string) canon { c, _ := canonical(s, kNumber); return c }
+	str := func(s string) canon { c, _ := canonical(s, kText); return c }
+	for _, c := range []struct {
+		a, b []canon
+		want int
+	}{
+		{[]canon{num("9")}, []canon{num("10")}, -1}, // by value, not text
+		{[]canon{num("-1")}, []canon{num("-2")}, 1},
+		{[]canon{str("B")}, []canon{str("a")}, -1}, // by bytes
+		{[]canon{num("1"), str("b")}, []canon{num("1"), str("a")}, 1},
+		{[]canon{num("1.50")}, []canon{num("1.5")}, 0},
+	} {
+		if got := compareKeys(c.a, c.b); got != c.want {
+			t.Errorf("compareKeys(%v, %v) = %d, want %d", c.a, c.b, got, c.want)
+		}
+	}
+}
