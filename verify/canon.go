@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -97,10 +98,12 @@ func pair(src, dst string) kind {
 // canon is a value in canonical form: a string for equality and display,
 // and an ordered form for keys.
 type canon struct {
-	null bool
-	text string
-	num  *big.Rat  // kNumber keys
-	at   time.Time // kTimestamp, kDate keys
+	null  bool
+	text  string
+	isInt bool
+	i     int64     // kNumber values that are int64
+	num   *big.Rat  // other kNumber values
+	at    time.Time // kTimestamp, kDate keys
 }
 
 func (c canon) String() string {
@@ -110,6 +113,55 @@ func (c canon) String() string {
 	return c.text
 }
 
+// equal reports whether two values read by either driver are the same under
+// the canonical rules. Identical raw forms are equal without more work.
+func equal(a, b any, k kind) (bool, error) {
+	if a == nil || b == nil {
+		return a == nil && b == nil, nil
+	}
+	switch x := a.(type) {
+	case []byte:
+		if y, ok := b.([]byte); ok && bytes.Equal(x, y) {
+			return true, nil
+		}
+		if y, ok := b.(string); ok && string(x) == y {
+			return true, nil
+		}
+	case string:
+		if y, ok := b.(string); ok && x == y {
+			return true, nil
+		}
+		if y, ok := b.([]byte); ok && x == string(y) {
+			return true, nil
+		}
+	case int64:
+		if y, ok := b.(int64); ok && k != kBool {
+			return x == y, nil
+		}
+	case float64:
+		if y, ok := b.(float64); ok {
+			return x == y || math.IsNaN(x) && math.IsNaN(y), nil
+		}
+	case time.Time:
+		if y, ok := b.(time.Time); ok && k == kTimestamp {
+			return x.Truncate(time.Microsecond).Equal(y.Truncate(time.Microsecond)), nil
+		}
+	case bool:
+		if y, ok := b.(bool); ok {
+			return x == y, nil
+		}
+	}
+	ca, err := canonical(a, k)
+	if err != nil {
+		return false, err
+	}
+	cb, err := canonical(b, k)
+	if err != nil {
+		return false, err
+	}
+	return ca.text == cb.text, nil
+}
+
 // canonical puts a value read by either driver into canonical form.
 func canonical(v any, k kind) (canon, error) {
 	if v == nil {
@@ -117,6 +169,9 @@ func canonical(v any, k kind) (canon, error) {
 	}
 	switch k {
 	case kNumber:
+		if i, ok := v.(int64); ok {
+			return canon{text: strconv.FormatInt(i, 10), isInt: true, i: i}, nil
+		}
 		s := text(v)
 		if b, ok := v.(bool); ok {
 			s = map[bool]string{true: "1", false: "0"}[b]
@@ -254,14 +309,27 @@ func canonJSON(v any) (canon, error) {
 	return canon{text: string(b)}, nil
 }
 
+// rat is a number key as a rational.
+func (c canon) rat() *big.Rat {
+	if c.isInt {
+		return new(big.Rat).SetInt64(c.i)
+	}
+	if c.num != nil {
+		return c.num
+	}
+	return new(big.Rat)
+}
+
 // compareKeys orders two canonical keys the way the scans are ordered:
 // numbers and times by value, everything else by bytes.
 func compareKeys(a, b []canon) int {
 	for i := range a {
 		var c int
 		switch {
-		case a[i].num != nil && b[i].num != nil:
-			c = a[i].num.Cmp(b[i].num)
+		case a[i].isInt && b[i].isInt:
+			c = cmp.Compare(a[i].i, b[i].i)
+		case a[i].isInt || a[i].num != nil:
+			c = a[i].rat().Cmp(b[i].rat())
 		case !a[i].at.IsZero() || !b[i].at.IsZero():
 			c = a[i].at.Compare(b[i].at)
 		default:

@@ -133,7 +133,11 @@ func Compare(ctx context.Context, src, dst Side, o Options) (Result, error) {
 			res.Extra++
 			sample("extra", nil, &d, nil)
 		default:
-			if cols := s.differs(d, names); len(cols) > 0 {
+			cols, err := s.differs(d, names)
+			if err != nil {
+				return res, fmt.Errorf("verify %s: row %s: %w", o.Name, s.keyText(), err)
+			}
+			if len(cols) > 0 {
 				res.Changed++
 				sample("changed", &s, &d, cols)
 			}
@@ -157,10 +161,12 @@ func Compare(ctx context.Context, src, dst Side, o Options) (Result, error) {
 	return res, nil
 }
 
-// row is one row in canonical form.
+// row is one row as read, with its key in canonical form; values are put in
+// canonical form only when their raw forms differ.
 type row struct {
-	vals []canon
-	key  []canon
+	raw   []any
+	kinds []kind
+	key   []canon
 }
 
 func (r row) keyText() string {
@@ -177,28 +183,49 @@ func (r row) keyText() string {
 func (r row) values(names []string) map[string]string {
 	m := make(map[string]string, len(names))
 	for i, n := range names {
-		m[n] = r.vals[i].String()
+		c, err := canonical(r.raw[i], r.kinds[i])
+		if err != nil {
+			m[n] = fmt.Sprintf("%v (%v)", r.raw[i], err)
+			continue
+		}
+		m[n] = c.String()
 	}
 	return m
 }
 
-func (r row) differs(o row, names []string) []string {
+func (r row) differs(o row, names []string) ([]string, error) {
 	var cols []string
-	for i := range r.vals {
-		if r.vals[i].null != o.vals[i].null || r.vals[i].text != o.vals[i].text {
+	for i := range r.raw {
+		eq, err := equal(r.raw[i], o.raw[i], r.kinds[i])
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", names[i], err)
+		}
+		if !eq {
 			cols = append(cols, names[i])
 		}
 	}
-	return cols
+	return cols, nil
 }
 
-// stream is one side's ordered scan.
+// stream is one side's ordered scan, read ahead by its own goroutine so
+// that both sides are read at once.
 type stream struct {
 	rows   *sql.Rows
 	kinds  []kind
 	keyIdx []int
 	raw    []any
 	ptrs   []any
+	ahead  chan chunk
+	cur    chunk
+	pos    int
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+// chunk is a run of rows read ahead, or the error that ended the scan.
+type chunk struct {
+	rows []row
+	err  error
 }
 
 // open starts one side's scan; its text key columns (by this side's own
@@ -213,32 +240,78 @@ func open(ctx context.Context, s Side, names, key []string, kinds []kind, keyIdx
 	if err != nil {
 		return nil, err
 	}
-	st := &stream{rows: rows, kinds: kinds, keyIdx: keyIdx, raw: make([]any, len(names)), ptrs: make([]any, len(names))}
+	st := &stream{rows: rows, kinds: kinds, keyIdx: keyIdx, raw: make([]any, len(names)), ptrs: make([]any, len(names)),
+		ahead: make(chan chunk, 4), stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range st.raw {
 		st.ptrs[i] = &st.raw[i]
 	}
+	go st.readAhead()
 	return st, nil
 }
 
+// readAhead sends the scan's rows in chunks of 256; an empty chunk ends it.
+func (s *stream) readAhead() {
+	defer close(s.done)
+	for {
+		var c chunk
+		for len(c.rows) < 256 {
+			r, ok, err := s.read()
+			if err != nil {
+				c.err = err
+				break
+			}
+			if !ok {
+				break
+			}
+			c.rows = append(c.rows, r)
+		}
+		select {
+		case s.ahead <- c:
+		case <-s.stop:
+			return
+		}
+		if c.err != nil || len(c.rows) == 0 {
+			return
+		}
+	}
+}
+
+// next returns the next row; ok is false at the end of the scan.
 func (s *stream) next() (row, bool, error) {
+	if s.pos == len(s.cur.rows) {
+		s.cur, s.pos = <-s.ahead, 0
+		if s.cur.err != nil {
+			return row{}, false, s.cur.err
+		}
+		if len(s.cur.rows) == 0 {
+			s.ahead <- s.cur // stay at the end
+			return row{}, false, nil
+		}
+	}
+	s.pos++
+	return s.cur.rows[s.pos-1], true, nil
+}
+
+func (s *stream) read() (row, bool, error) {
 	if !s.rows.Next() {
 		return row{}, false, s.rows.Err()
 	}
 	if err := s.rows.Scan(s.ptrs...); err != nil {
 		return row{}, false, err
 	}
-	r := row{vals: make([]canon, len(s.raw)), key: make([]canon, len(s.keyIdx))}
-	for i, v := range s.raw {
-		c, err := canonical(v, s.kinds[i])
+	r := row{raw: slices.Clone(s.raw), kinds: s.kinds, key: make([]canon, len(s.keyIdx))}
+	for i, j := range s.keyIdx {
+		c, err := canonical(s.raw[j], s.kinds[j])
 		if err != nil {
 			return row{}, false, err
 		}
-		r.vals[i] = c
-	}
-	for i, j := range s.keyIdx {
-		r.key[i] = r.vals[j]
+		r.key[i] = c
 	}
 	return r, true, nil
 }
 
-func (s *stream) close() { _ = s.rows.Close() }
+func (s *stream) close() {
+	close(s.stop)
+	<-s.done
+	_ = s.rows.Close()
+}
