@@ -300,25 +300,35 @@ func (r *Runner) targetTable(ctx context.Context, conn dbConn, t plans.Table, co
 	if err != nil {
 		return nil, "", err
 	}
-	byName := map[string]dialect.Column{}
-	for _, c := range existing {
-		byName[c.Name] = c
-	}
-	dst := make([]dialect.Column, len(cols))
-	for i, c := range cols {
-		d, ok := byName[c.Name]
-		if !ok {
-			return nil, "", fmt.Errorf("%w: the target table has no column %q", plans.ErrInvalid, c.Name)
-		}
-		dst[i] = d
+	dst, err := align(existing, cols)
+	if err != nil {
+		return nil, "", err
 	}
 	if err := r.checkUniqueKey(ctx, conn, t); err != nil {
 		return nil, "", err
 	}
-	if _, ok := byName[r.plan.FenceColumn]; !ok {
+	if !slices.ContainsFunc(existing, func(c dialect.Column) bool { return c.Name == r.plan.FenceColumn }) {
 		return dst, r.dstD.AddFenceColumn(ident, r.plan.FenceColumn), nil
 	}
 	return dst, "", nil
+}
+
+// align returns the columns of a table (all) matching cols by name, in the
+// order of cols.
+func align(all, cols []dialect.Column) ([]dialect.Column, error) {
+	byName := map[string]dialect.Column{}
+	for _, c := range all {
+		byName[c.Name] = c
+	}
+	out := make([]dialect.Column, len(cols))
+	for i, c := range cols {
+		d, ok := byName[c.Name]
+		if !ok {
+			return nil, fmt.Errorf("%w: the target table has no column %q", plans.ErrInvalid, c.Name)
+		}
+		out[i] = d
+	}
+	return out, nil
 }
 
 // checkUniqueKey makes sure an existing target table has a unique index on

@@ -59,17 +59,9 @@ func (r *Runner) targetColumns(ctx context.Context, t plans.Table, src []dialect
 	if err != nil {
 		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 	}
-	byName := map[string]dialect.Column{}
-	for _, c := range all {
-		byName[c.Name] = c
-	}
-	out := make([]dialect.Column, len(src))
-	for i, c := range src {
-		d, ok := byName[c.Name]
-		if !ok {
-			return nil, fmt.Errorf("target table %s has no column %q", t.Target, c.Name)
-		}
-		out[i] = d
+	out, err := align(all, src)
+	if err != nil {
+		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 	}
 	return out, nil
 }
