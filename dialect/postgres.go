@@ -289,13 +289,14 @@ WHERE plan = $1 ORDER BY tbl, shard`
 }
 
 // ScanOrdered reads cols of a whole table ordered by key, text key columns
-// in byte order (COLLATE "C"), for verification.
+// by the bytes of their text form (::text COLLATE "C", which works for any
+// type: uuid, inet, enums), for verification.
 func (p Postgres) ScanOrdered(table []string, cols, key []string, textKey []bool) string {
 	order := make([]string, len(key))
 	for i, k := range key {
 		order[i] = p.Quote(k)
 		if textKey[i] {
-			order[i] += ` COLLATE "C"`
+			order[i] += `::text COLLATE "C"`
 		}
 	}
 	return "SELECT " + p.quoteList(cols) + " FROM " + p.Quote(table...) + " ORDER BY " + strings.Join(order, ", ")

@@ -185,10 +185,10 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	}
 	if !r.opts.NoVerify {
 		v, err := r.Verify(ctx, "")
-		r.report.Verify = v
 		if err != nil {
 			return r.finish(start), err
 		}
+		r.report.Verify = v
 		if !v.Equal {
 			return r.finish(start), ErrDiff
 		}

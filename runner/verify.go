@@ -11,8 +11,13 @@ import (
 
 // Verify compares every table of the plan (or the one named, by source or
 // target name) row by row, source against target.
-func (r *Runner) Verify(ctx context.Context, only string) (*Verification, error) {
-	v := &Verification{Equal: true, Tables: []verify.Result{}}
+func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err error) {
+	v = &Verification{Equal: true, Tables: []verify.Result{}}
+	defer func() {
+		if err != nil {
+			v.Equal = false // a check that failed proves nothing
+		}
+	}()
 	if only != "" {
 		if _, ok := r.plan.Table(only); !ok {
 			return v, fmt.Errorf("%w: the plan has no table %q", plans.ErrInvalid, only)

@@ -101,7 +101,9 @@ type canon struct {
 	null  bool
 	text  string
 	isInt bool
-	i     int64     // kNumber values that are int64
+	i     int64 // kNumber values that are int64
+	isF   bool
+	f     float64   // kFloat values
 	num   *big.Rat  // other kNumber values
 	at    time.Time // kTimestamp, kDate keys
 }
@@ -176,6 +178,9 @@ func canonical(v any, k kind) (canon, error) {
 		if b, ok := v.(bool); ok {
 			s = map[bool]string{true: "1", false: "0"}[b]
 		}
+		if s == "NaN" || strings.HasSuffix(s, "Infinity") {
+			return canon{text: s}, nil
+		}
 		r, ok := new(big.Rat).SetString(s)
 		if !ok {
 			return canon{}, fmt.Errorf("not a number: %q", s)
@@ -190,18 +195,24 @@ func canonical(v any, k kind) (canon, error) {
 			f = 0 // -0
 		}
 		if math.IsNaN(f) {
-			return canon{text: "NaN"}, nil
+			return canon{text: "NaN", isF: true, f: f}, nil
 		}
-		return canon{text: strconv.FormatFloat(f, 'g', -1, 64)}, nil
+		return canon{text: strconv.FormatFloat(f, 'g', -1, 64), isF: true, f: f}, nil
 	case kBool:
+		s := text(v)
 		switch x := v.(type) {
 		case bool:
 			return canon{text: strconv.FormatBool(x)}, nil
 		case int64:
-			return canon{text: strconv.FormatBool(x != 0)}, nil
+			s = strconv.FormatInt(x, 10)
 		}
-		s := text(v)
-		return canon{text: strconv.FormatBool(s == "1" || s == "t" || s == "true")}, nil
+		switch s {
+		case "1", "t", "true":
+			return canon{text: "true"}, nil
+		case "0", "f", "false":
+			return canon{text: "false"}, nil
+		}
+		return canon{text: s}, nil // a tinyint(1) holding 2 is not true
 	case kTimestamp, kDate:
 		t, err := toTime(v)
 		if err != nil {
@@ -302,11 +313,36 @@ func canonJSON(v any) (canon, error) {
 	if err := dec.Decode(&doc); err != nil {
 		return canon{}, fmt.Errorf("not JSON: %w", err)
 	}
-	b, err := json.Marshal(doc) // objects come out with sorted keys
+	b, err := json.Marshal(jsonNumbers(doc)) // objects come out with sorted keys
 	if err != nil {
 		return canon{}, err
 	}
 	return canon{text: string(b)}, nil
+}
+
+// jsonNumbers writes every number of a JSON document by value (1e2, 100.0
+// and 100 are one number; -0 is 0): jsonb and MySQL's JSON rewrite them.
+func jsonNumbers(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			x[k] = jsonNumbers(e)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = jsonNumbers(e)
+		}
+	case json.Number:
+		f, _, err := big.ParseFloat(string(x), 10, 256, big.ToNearestEven)
+		if err != nil {
+			return x
+		}
+		if f.Sign() == 0 {
+			return json.Number("0")
+		}
+		return json.Number(f.Text('g', -1))
+	}
+	return v
 }
 
 // rat is a number key as a rational.
@@ -328,6 +364,8 @@ func compareKeys(a, b []canon) int {
 		switch {
 		case a[i].isInt && b[i].isInt:
 			c = cmp.Compare(a[i].i, b[i].i)
+		case a[i].isF && b[i].isF:
+			c = cmp.Compare(a[i].f, b[i].f)
 		case a[i].isInt || a[i].num != nil:
 			c = a[i].rat().Cmp(b[i].rat())
 		case !a[i].at.IsZero() || !b[i].at.IsZero():

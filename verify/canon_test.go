@@ -28,6 +28,7 @@ func TestCanonical(t *testing.T) {
 		{"uuid case", kUUID, "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"},
 		{"json key order and spacing", kJSON, []byte(`{"b": [1, 2], "a": {"y": 1, "x": 2}}`), `{"a":{"x":2,"y":1},"b":[1,2]}`},
 		{"char padding", kChar, "ab   ", []byte("ab")},
+		{"json numbers by value", kJSON, `{"n": 1e2, "z": -0, "x": 1.0E+1, "f": 1.50}`, `{"n": 100, "z": 0, "x": 10, "f": 1.5}`},
 		{"bytes", kBytes, []byte{0, 255}, []byte{0, 255}},
 	}
 	for _, c := range same {
@@ -49,7 +50,8 @@ func TestCanonical(t *testing.T) {
 		{"case in text", kText, "a", "A"},
 		{"one microsecond", kTimestamp, at, at.Add(time.Microsecond)},
 		{"decimal value", kNumber, "1.5", "1.51"},
-		{"json number text", kJSON, `{"a": 1}`, `{"a": 1.0}`},
+		{"tinyint(1) holding 2 is not true", kBool, true, int64(2)},
+		{"numeric NaN vs Infinity", kNumber, "NaN", "Infinity"},
 		{"json value", kJSON, `{"a": 1}`, `{"a": 2}`},
 		{"bytes", kBytes, []byte{0}, []byte{1}},
 		{"float", kFloat, 0.1, 0.1000000001},
@@ -87,6 +89,7 @@ func TestPair(t *testing.T) {
 func TestCompareKeys(t *testing.T) {
 	num := func(s string) canon { c, _ := canonical(s, kNumber); return c }
 	str := func(s string) canon { c, _ := canonical(s, kText); return c }
+	flt := func(f float64) canon { c, _ := canonical(f, kFloat); return c }
 	for _, c := range []struct {
 		a, b []canon
 		want int
@@ -96,6 +99,7 @@ func TestCompareKeys(t *testing.T) {
 		{[]canon{str("B")}, []canon{str("a")}, -1}, // by bytes
 		{[]canon{num("1"), str("b")}, []canon{num("1"), str("a")}, 1},
 		{[]canon{num("1.50")}, []canon{num("1.5")}, 0},
+		{[]canon{flt(9.5)}, []canon{flt(10.5)}, -1}, // floats by value
 	} {
 		if got := compareKeys(c.a, c.b); got != c.want {
 			t.Errorf("compareKeys(%v, %v) = %d, want %d", c.a, c.b, got, c.want)

@@ -46,11 +46,11 @@ func (r Result) Equal() bool { return r.Missing == 0 && r.Extra == 0 && r.Change
 
 // Sample is one differing row, values in canonical form.
 type Sample struct {
-	Key     string            `json:"key"`
-	Kind    string            `json:"kind"` // missing, extra, changed
-	Source  map[string]string `json:"source"`
-	Target  map[string]string `json:"target"`
-	Columns []string          `json:"columns,omitempty"` // the differing columns of a changed row
+	Key     string         `json:"key"`
+	Kind    string         `json:"kind"`   // missing, extra, changed
+	Source  map[string]any `json:"source"` // canonical text, nil for NULL
+	Target  map[string]any `json:"target"`
+	Columns []string       `json:"columns,omitempty"` // the differing columns of a changed row
 }
 
 // Options tune a comparison.
@@ -180,15 +180,18 @@ func (r row) keyText() string {
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
-func (r row) values(names []string) map[string]string {
-	m := make(map[string]string, len(names))
+func (r row) values(names []string) map[string]any {
+	m := make(map[string]any, len(names))
 	for i, n := range names {
 		c, err := canonical(r.raw[i], r.kinds[i])
-		if err != nil {
+		switch {
+		case err != nil:
 			m[n] = fmt.Sprintf("%v (%v)", r.raw[i], err)
-			continue
+		case c.null:
+			m[n] = nil
+		default:
+			m[n] = c.text
 		}
-		m[n] = c.String()
 	}
 	return m
 }
@@ -233,8 +236,11 @@ type chunk struct {
 func open(ctx context.Context, s Side, names, key []string, kinds []kind, keyIdx []int) (*stream, error) {
 	textKey := make([]bool, len(key))
 	for i, j := range keyIdx {
-		k := kindOf(s.Columns[j].Base)
-		textKey[i] = k == kText || k == kChar
+		switch kinds[j] {
+		case kNumber, kFloat, kBool, kTimestamp, kDate, kTime:
+		default: // compared as text in Go: read in byte order of the text form
+			textKey[i] = true
+		}
 	}
 	rows, err := s.DB.QueryContext(ctx, s.SQL.ScanOrdered(s.Table, names, key, textKey))
 	if err != nil {

@@ -69,7 +69,7 @@ func printVerification(w io.Writer, v *runner.Verification) {
 		for _, s := range t.Samples {
 			fmt.Fprintf(w, "  %s %s key %s", t.Table, s.Kind, s.Key)
 			for _, c := range s.Columns {
-				fmt.Fprintf(w, "  %s: %s -> %s", c, s.Source[c], s.Target[c])
+				fmt.Fprintf(w, "  %s: %s -> %s", c, show(s.Source[c]), show(s.Target[c]))
 			}
 			fmt.Fprintln(w)
 		}
@@ -79,4 +79,12 @@ func printVerification(w io.Writer, v *runner.Verification) {
 	} else {
 		fmt.Fprintln(w, "verification: DIFFERENT")
 	}
+}
+
+// show prints a sample value: NULL, or the canonical text quoted.
+func show(v any) string {
+	if v == nil {
+		return "NULL"
+	}
+	return fmt.Sprintf("%q", v)
 }
