@@ -265,6 +265,27 @@ func (c *Copier) readPage(ctx context.Context, spec Spec, after []any) ([][]any,
 	return out, nil
 }
 
+// SampleRead reads up to pages keyset pages of spec's source the way Copy
+// does and returns how many rows it read; it writes nothing (a dry run's
+// rate sample).
+func (c *Copier) SampleRead(ctx context.Context, spec Spec, pages int) (int64, error) {
+	keyIdx, err := keyIndexes(spec)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	var after []any
+	for range pages {
+		rows, err := c.readPage(ctx, spec, after)
+		if err != nil || len(rows) == 0 {
+			return n, err
+		}
+		n += int64(len(rows))
+		after = keyOf(rows[len(rows)-1], keyIdx)
+	}
+	return n, nil
+}
+
 // writeRetrying writes one batch, retrying transient failures with backoff;
 // each attempt is one whole transaction.
 func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any, done int64, avg *time.Duration) (ins, upd int64, err error) {

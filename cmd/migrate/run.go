@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/runner"
@@ -22,8 +25,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	instance := fs.String("instance", hostname(), "label for this instance in lease owner ids and status")
 	noVerify := fs.Bool("no-verify", false, "skip the end-of-run verification")
 	noProgress := fs.Bool("no-progress", false, "no progress bar even on a terminal")
+	dryRun := fs.Bool("dry-run", false, "report what the run would do (rows to insert or update, schema differences, DDL, an estimate); take no lease, write nothing")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate run -p PLAN [--json] [--instance NAME] [--no-verify]\n\nCopies every shard of the plan; run it again to resume after a crash.\nExample: migrate run -p orders.yaml --instance node-a")
+		fmt.Fprintln(fs.Output(), "usage: migrate run -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify]\n\nCopies every shard of the plan; run it again to resume after a crash.\nExample: migrate run -p orders.yaml --instance node-a")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -51,6 +55,17 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return printFailure(stdout, *asJSON, &runner.Report{Plan: plan.Name, Instance: *instance, Owner: owner}, err)
 	}
 	defer r.Close()
+	if *dryRun {
+		d, err := r.DryRun(ctx)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return writeJSON(stdout, d)
+		}
+		printDryRun(stdout, d)
+		return nil
+	}
 	rep, runErr := r.Run(ctx)
 	if runErr != nil {
 		rep.Error = runErr.Error()
@@ -98,6 +113,27 @@ func printReport(w io.Writer, rep *runner.Report) {
 	}
 	if rep.Verify != nil {
 		printVerification(w, rep.Verify)
+	}
+}
+
+// printDryRun writes a dry run's forecast as a table, then per table its
+// schema differences and DDL.
+func printDryRun(w io.Writer, d *runner.DryRun) {
+	fmt.Fprintf(w, "dry run of plan %s: nothing was written, no lease was taken\n", d.Plan)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TABLE\tSOURCE ROWS\tWOULD INSERT\tWOULD UPDATE\tUNCHANGED\tTARGET ONLY\tESTIMATE")
+	for _, t := range d.Tables {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", t.Table, t.SourceRows, t.WouldInsert, t.WouldUpdate, t.Unchanged, t.TargetOnly,
+			(time.Duration(t.EstimateMs) * time.Millisecond).Round(time.Second))
+	}
+	_ = tw.Flush()
+	for _, t := range d.Tables {
+		for _, s := range t.Schema {
+			fmt.Fprintf(w, "  %s: %s\n", t.Table, s)
+		}
+		for _, q := range t.DDL {
+			fmt.Fprintf(w, "  %s would run:\n    %s\n", t.Table, strings.ReplaceAll(q, "\n", "\n    "))
+		}
 	}
 }
 

@@ -1,0 +1,137 @@
+package main_test
+
+import (
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestDryRun: `run --dry-run` forecasts what a run would do in all four
+// directions, takes no lease and leaves the target exactly as it was.
+func TestDryRun(t *testing.T) {
+	t.Parallel()
+	for _, dir := range []struct{ src, dst string }{{"postgres", "postgres"}, {"postgres", "mysql"}, {"mysql", "postgres"}, {"mysql", "mysql"}} {
+		t.Run(dir.src+"_to_"+dir.dst, func(t *testing.T) {
+			t.Run("fresh_target", func(t *testing.T) {
+				t.Parallel()
+				dryRunFresh(t, newConfEnv(t, engines[dir.src], engines[dir.dst]))
+			})
+			t.Run("used_target", func(t *testing.T) {
+				t.Parallel()
+				dryRunUsed(t, newConfEnv(t, engines[dir.src], engines[dir.dst]))
+			})
+		})
+	}
+}
+
+type dryRunOut struct {
+	Plan   string `json:"plan"`
+	DryRun bool   `json:"dry_run"`
+	Tables []struct {
+		Table       string   `json:"table"`
+		SourceRows  int64    `json:"source_rows"`
+		WouldInsert int64    `json:"would_insert"`
+		WouldUpdate int64    `json:"would_update"`
+		Unchanged   int64    `json:"unchanged"`
+		TargetOnly  int64    `json:"target_only"`
+		Schema      []string `json:"schema"`
+		DDL         []string `json:"ddl"`
+		EstimateMs  int64    `json:"estimate_ms"`
+	} `json:"tables"`
+}
+
+func runDryRun(t *testing.T, plan string) dryRunOut {
+	t.Helper()
+	r := runMigrate(t, "run", "-p", plan, "--dry-run", "--json")
+	wantCode(t, r, 0)
+	var raw map[string]any
+	decodeJSON(t, r, &raw)
+	requireKeys(t, "run --dry-run --json", raw, "plan", "dry_run", "tables")
+	for i, tb := range requireList(t, "run --dry-run --json", raw, "tables") {
+		requireKeys(t, fmt.Sprintf("tables[%d]", i), tb, "table", "would_insert", "would_update", "unchanged", "target_only", "schema")
+	}
+	var out dryRunOut
+	decodeJSON(t, r, &out)
+	if !out.DryRun || len(out.Tables) != 1 {
+		t.Fatalf("dry run %+v, want dry_run true and one table", out)
+	}
+	if !strings.Contains(runMigrate(t, "run", "-p", plan, "--dry-run").stdout, "nothing was written") {
+		t.Error("the text output does not say nothing was written")
+	}
+	return out
+}
+
+// objects lists every table of the target database with its rows as text,
+// helper tables included: a snapshot to compare byte for byte.
+func objects(t *testing.T, e *confEnv) string {
+	t.Helper()
+	q := map[string]string{
+		"postgres": `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`,
+		"mysql":    `SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY 1`,
+	}[e.dst.name]
+	names := queryStrings(t, e.dstDB, q)
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "table %s\n", n)
+		if e.dst.name == "mysql" {
+			var name string
+			var sum sql.NullInt64
+			if err := e.dstDB.QueryRow("CHECKSUM TABLE "+e.dst.quote(n)).Scan(&name, &sum); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "  checksum %d\n", sum.Int64)
+			continue
+		}
+		for _, row := range queryStrings(t, e.dstDB, fmt.Sprintf(`SELECT t::text FROM %s t ORDER BY 1`, e.dst.quote(n))) {
+			fmt.Fprintf(&b, "  %s\n", row)
+		}
+	}
+	return b.String()
+}
+
+func dryRunFresh(t *testing.T, e *confEnv) {
+	tb := ordersTable()
+	tb.create(t, e.src, e.srcDB)
+	plan := e.plan(t, planTable{name: tb.name, key: tb.key})
+	before := objects(t, e)
+	d := runDryRun(t, plan)
+	if after := objects(t, e); after != before || before != "" {
+		t.Errorf("a dry run on a fresh target created objects:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	n := int64(len(tb.rows))
+	got := d.Tables[0]
+	if got.SourceRows != n || got.WouldInsert != n || got.WouldUpdate != 0 || got.Unchanged != 0 || got.TargetOnly != 0 {
+		t.Errorf("forecast %+v, want %d rows to insert", got, n)
+	}
+	// The helper tables and the target table, in that order.
+	if len(got.DDL) != 3 || !strings.Contains(got.DDL[2], "CREATE TABLE") || !slices.ContainsFunc(got.Schema, func(s string) bool { return strings.Contains(s, "does not exist") }) {
+		t.Errorf("ddl %q schema %q, want the helper tables and the target table", got.DDL, got.Schema)
+	}
+	if got.EstimateMs <= 0 {
+		t.Errorf("estimate %dms, want a positive estimate", got.EstimateMs)
+	}
+	if r := runMigrate(t, "status", "-p", plan, "--json"); !strings.Contains(r.stdout, `"leases": []`) {
+		t.Errorf("a lease after the dry run:\n%s", r)
+	}
+}
+
+func dryRunUsed(t *testing.T, e *confEnv) {
+	tb, plan := runOrders(t, e)
+	q, ph := e.dst.quote, e.dst.ph
+	orders := q("orders")
+	tamper(t, e, 2, fmt.Sprintf("DELETE FROM %s WHERE %s IN (1000, 1007)", orders, q("id")))
+	tamper(t, e, 1, fmt.Sprintf("UPDATE %s SET %s = %s WHERE %s = 1014", orders, q("name"), ph(1), q("id")), "tampered")
+	insertRows(t, e.dst, e.dstDB, "orders", []string{"id", "name"}, [][]any{{int64(5), "extra 5"}, {int64(6), "extra 6"}, {int64(7), "extra 7"}})
+	before := objects(t, e)
+	d := runDryRun(t, plan)
+	if after := objects(t, e); after != before {
+		t.Errorf("a dry run changed the target:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	n := int64(len(tb.rows))
+	got := d.Tables[0]
+	if got.SourceRows != n || got.WouldInsert != 2 || got.WouldUpdate != 1 || got.Unchanged != n-3 || got.TargetOnly != 3 || len(got.DDL) != 0 {
+		t.Errorf("forecast %+v, want %d source rows: 2 to insert, 1 to update, %d unchanged, 3 target-only, no DDL", got, n, n-3)
+	}
+}
