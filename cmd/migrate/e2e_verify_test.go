@@ -285,10 +285,18 @@ func TestVerify_Golden(t *testing.T) {
 	wantCode(t, text, 3)
 	js := runMigrate(t, "verify", "-p", plan, "--json")
 	wantCode(t, js, 3)
+	mdPath := filepath.Join(t.TempDir(), "report.md")
+	wantCode(t, runMigrate(t, "verify", "-p", plan, "--report", mdPath), 3)
+	md, err := os.ReadFile(mdPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The plan name is unique per run: the golden file has a placeholder.
+	mdText := strings.ReplaceAll(string(md), e.name, "PLAN")
 	if !json.Valid([]byte(js.stdout)) {
 		t.Fatalf("verify --json output is not JSON:\n%s", js)
 	}
-	for _, g := range []struct{ file, got string }{{"tampered.txt", text.stdout}, {"tampered.json", js.stdout}} {
+	for _, g := range []struct{ file, got string }{{"tampered.txt", text.stdout}, {"tampered.json", js.stdout}, {"tampered.md", mdText}} {
 		path := filepath.Join("testdata", "verify", g.file)
 		if *updateVerifyGolden {
 			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -33,7 +33,7 @@ checkpointed batches under a Redis lease, fenced at the target.
 Usage:
   migrate run      -p PLAN [--json] [--instance NAME] [--no-verify]
   migrate status   -p PLAN [--json]
-  migrate verify   -p PLAN [--json] [--table NAME]
+  migrate verify   -p PLAN [--json] [--report FILE.md] [--table NAME]
   migrate validate -p PLAN
   migrate resume   -p PLAN [--table NAME] [--shard N]
 

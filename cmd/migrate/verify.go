@@ -16,8 +16,9 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	var pf planFlags
 	pf.register(fs)
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
+	report := fs.String("report", "", "also write a Markdown report to this file")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate verify -p PLAN [--json] [--table NAME]\n\nCompares every row of the source and target tables by canonical value.\nExit 0 when equal, 3 when not.\nExample: migrate verify -p orders.yaml --table public.orders")
+		fmt.Fprintln(fs.Output(), "usage: migrate verify -p PLAN [--json] [--report FILE.md] [--table NAME]\n\nCompares every row of the source and target tables by canonical value.\nExit 0 when equal, 3 when not.\nExample: migrate verify -p orders.yaml --table public.orders")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -39,6 +40,11 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	v, err := r.Verify(ctx, table)
 	if err != nil {
 		return err
+	}
+	if *report != "" {
+		if err := writeReport(*report, plan.Name, v); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
 	}
 	if *asJSON {
 		if err := writeJSON(stdout, v); err != nil {
