@@ -34,9 +34,10 @@ var (
 	ErrDiff = errors.New("verification found differences")
 )
 
-// Progress receives row counts as batches commit (a progress bar).
+// Progress receives row counts as batches commit or rows are verified (a
+// progress bar); what names the phase ("copying", "verifying").
 type Progress interface {
-	Start(total, done int64)
+	Start(what string, total, done int64)
 	Add(rows int64)
 	Finish()
 }
@@ -160,7 +161,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	}
 	if r.opts.Progress != nil {
 		total, done := r.estimate(ctx, jobs)
-		r.opts.Progress.Start(total, done)
+		r.opts.Progress.Start("copying", total, done)
 		defer r.opts.Progress.Finish()
 	}
 	var wg sync.WaitGroup

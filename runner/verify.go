@@ -42,10 +42,21 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 		if err != nil {
 			return v, err
 		}
+		opts := verify.Options{Name: t.Name, Key: t.Key}
+		if p := r.opts.Progress; p != nil {
+			q, args := r.srcD.EstimateRows(t.SourceIdent())
+			var total int64
+			_ = r.src.QueryRowContext(ctx, q, args...).Scan(&total)
+			p.Start("verifying "+t.Name, total, 0)
+			var seen int64
+			opts.Progress = func(n int64) { p.Add(n - seen); seen = n }
+		}
 		res, err := verify.Compare(ctx,
 			verify.Side{DB: r.src, SQL: r.srcD, Table: t.SourceIdent(), Columns: src},
-			verify.Side{DB: r.scan, SQL: r.dstD, Table: t.TargetIdent(), Columns: dst},
-			verify.Options{Name: t.Name, Key: t.Key})
+			verify.Side{DB: r.scan, SQL: r.dstD, Table: t.TargetIdent(), Columns: dst}, opts)
+		if p := r.opts.Progress; p != nil {
+			p.Finish()
+		}
 		if err != nil {
 			return v, err
 		}

@@ -22,12 +22,12 @@ type bar struct {
 
 func newBar(w io.Writer) *bar { return &bar{w: w} }
 
-func (b *bar) Start(total, done int64) {
+func (b *bar) Start(what string, total, done int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.b = progressbar.NewOptions64(total,
 		progressbar.OptionSetWriter(b.w),
-		progressbar.OptionSetDescription("copying"),
+		progressbar.OptionSetDescription(what),
 		progressbar.OptionShowCount(),
 		progressbar.OptionShowIts(),
 		progressbar.OptionSetItsString("rows"),

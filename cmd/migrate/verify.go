@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"text/tabwriter"
 
 	"github.com/migrate-dev/migrate/runner"
@@ -17,6 +18,7 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	pf.register(fs)
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
 	report := fs.String("report", "", "also write a Markdown report to this file")
+	noProgress := fs.Bool("no-progress", false, "no progress bar even on a terminal")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: migrate verify -p PLAN [--json] [--report FILE.md] [--table NAME]\n\nCompares every row of the source and target tables by canonical value.\nExit 0 when equal, 3 when not.\nExample: migrate verify -p orders.yaml --table public.orders")
 		fs.PrintDefaults()
@@ -32,7 +34,12 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	r, err := runner.Open(ctx, plan, runner.Options{Log: pf.logger(stderr)}, false)
+	opts := runner.Options{Log: pf.logger(stderr)}
+	if !*noProgress && isTerminal(os.Stderr) {
+		bar := newBar(stderr)
+		opts.Progress, opts.Log = bar, pf.logger(bar)
+	}
+	r, err := runner.Open(ctx, plan, opts, false)
 	if err != nil {
 		return err
 	}
