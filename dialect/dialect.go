@@ -107,8 +107,9 @@ type Dialect interface {
 	// row is overwritten only when its stored token is <= the incoming one.
 	Upsert(table []string, cols, key []string, fence string, rows int) Upsert
 	// ScanOrdered reads cols of a whole table ordered by key, the key
-	// columns marked textKey in byte order, for verification.
-	ScanOrdered(table []string, cols, key []string, textKey []bool) string
+	// columns marked textKey in byte order, every value exactly, for
+	// verification.
+	ScanOrdered(table []string, cols []Column, key []string, textKey []bool) string
 	// MaxParams is the most bind parameters one statement may carry.
 	MaxParams() int
 	// BoundTx bounds the current transaction on the server: no statement,

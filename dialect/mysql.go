@@ -419,8 +419,9 @@ WHERE plan = ? ORDER BY tbl, shard`
 }
 
 // ScanOrdered reads cols of a whole table ordered by key, text key columns
-// in byte order, for verification.
-func (m MySQL) ScanOrdered(table []string, cols, key []string, textKey []bool) string {
+// in byte order, for verification. FLOAT columns are read as c + 0e0: the
+// text protocol sends a FLOAT rounded to 6 digits, the double is exact.
+func (m MySQL) ScanOrdered(table []string, cols []Column, key []string, textKey []bool) string {
 	order := make([]string, len(key))
 	for i, k := range key {
 		order[i] = m.Quote(k)
@@ -428,5 +429,12 @@ func (m MySQL) ScanOrdered(table []string, cols, key []string, textKey []bool) s
 			order[i] = "CAST(" + order[i] + " AS BINARY)"
 		}
 	}
-	return "SELECT " + m.quoteList(cols) + " FROM " + m.Quote(table...) + " ORDER BY " + strings.Join(order, ", ")
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = m.Quote(c.Name)
+		if c.Base == "float" {
+			sel[i] += " + 0e0"
+		}
+	}
+	return "SELECT " + strings.Join(sel, ", ") + " FROM " + m.Quote(table...) + " ORDER BY " + strings.Join(order, ", ")
 }

@@ -291,7 +291,7 @@ WHERE plan = $1 ORDER BY tbl, shard`
 // ScanOrdered reads cols of a whole table ordered by key, text key columns
 // by the bytes of their text form (::text COLLATE "C", which works for any
 // type: uuid, inet, enums), for verification.
-func (p Postgres) ScanOrdered(table []string, cols, key []string, textKey []bool) string {
+func (p Postgres) ScanOrdered(table []string, cols []Column, key []string, textKey []bool) string {
 	order := make([]string, len(key))
 	for i, k := range key {
 		order[i] = p.Quote(k)
@@ -299,5 +299,9 @@ func (p Postgres) ScanOrdered(table []string, cols, key []string, textKey []bool
 			order[i] += `::text COLLATE "C"`
 		}
 	}
-	return "SELECT " + p.quoteList(cols) + " FROM " + p.Quote(table...) + " ORDER BY " + strings.Join(order, ", ")
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	return "SELECT " + p.quoteList(names) + " FROM " + p.Quote(table...) + " ORDER BY " + strings.Join(order, ", ")
 }

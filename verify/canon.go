@@ -227,7 +227,9 @@ func canonical(v any, k kind) (canon, error) {
 		t = t.UTC().Truncate(time.Microsecond)
 		return canon{text: t.Format("2006-01-02 15:04:05.000000"), at: t}, nil
 	case kTime:
-		return canon{text: timeOfDay(text(v))}, nil
+		s := timeOfDay(text(v))
+		us, ok := micros(s)
+		return canon{text: s, isInt: ok, i: us}, nil
 	case kUUID:
 		return canon{text: strings.ToLower(text(v))}, nil
 	case kJSON:
@@ -298,6 +300,34 @@ func toTime(v any) (time.Time, error) {
 		}
 	}
 	return time.Time{}, fmt.Errorf("not a date or time: %q", s)
+}
+
+// micros reads [-]h:mm:ss.ffffff (MySQL TIME may be negative or past 24h)
+// as signed microseconds, so time keys order as the databases order them.
+func micros(s string) (int64, bool) {
+	neg := strings.HasPrefix(s, "-")
+	whole, frac, _ := strings.Cut(strings.TrimPrefix(s, "-"), ".")
+	parts := strings.Split(whole, ":")
+	if len(parts) != 3 {
+		return 0, false
+	}
+	var us int64
+	for _, p := range parts {
+		n, err := strconv.ParseInt(p, 10, 64)
+		if err != nil {
+			return 0, false
+		}
+		us = us*60 + n
+	}
+	f, err := strconv.ParseInt((frac + "000000")[:6], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	us = us*1_000_000 + f
+	if neg {
+		us = -us
+	}
+	return us, true
 }
 
 // timeOfDay writes hh:mm:ss with six fractional digits.

@@ -90,6 +90,7 @@ func TestCompareKeys(t *testing.T) {
 	num := func(s string) canon { c, _ := canonical(s, kNumber); return c }
 	str := func(s string) canon { c, _ := canonical(s, kText); return c }
 	flt := func(f float64) canon { c, _ := canonical(f, kFloat); return c }
+	tod := func(s string) canon { c, _ := canonical(s, kTime); return c }
 	for _, c := range []struct {
 		a, b []canon
 		want int
@@ -99,7 +100,9 @@ func TestCompareKeys(t *testing.T) {
 		{[]canon{str("B")}, []canon{str("a")}, -1}, // by bytes
 		{[]canon{num("1"), str("b")}, []canon{num("1"), str("a")}, 1},
 		{[]canon{num("1.50")}, []canon{num("1.5")}, 0},
-		{[]canon{flt(9.5)}, []canon{flt(10.5)}, -1}, // floats by value
+		{[]canon{flt(9.5)}, []canon{flt(10.5)}, -1},                // floats by value
+		{[]canon{tod("-02:00:00")}, []canon{tod("-01:00:00")}, -1}, // MySQL TIME by value
+		{[]canon{tod("100:00:00")}, []canon{tod("23:00:00")}, 1},
 	} {
 		if got := compareKeys(c.a, c.b); got != c.want {
 			t.Errorf("compareKeys(%v, %v) = %d, want %d", c.a, c.b, got, c.want)

@@ -19,7 +19,7 @@ import (
 // Scanner is what verify needs from a dialect: one statement reading cols
 // ordered by key, text keys in byte order.
 type Scanner interface {
-	ScanOrdered(table []string, cols, key []string, textKey []bool) string
+	ScanOrdered(table []string, cols []dialect.Column, key []string, textKey []bool) string
 }
 
 // Side is one end of the comparison.
@@ -83,16 +83,22 @@ func Compare(ctx context.Context, src, dst Side, o Options) (Result, error) {
 			return res, fmt.Errorf("verify %s: key column %q is not compared", o.Name, k)
 		}
 	}
+	// Cancelling the scans first makes an early return quick: closing a
+	// result set otherwise reads it to the end.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	a, err := open(ctx, src, names, o.Key, kinds, keyIdx)
 	if err != nil {
 		return res, fmt.Errorf("verify %s: source: %w", o.Name, err)
 	}
 	defer a.close()
+	defer cancel()
 	b, err := open(ctx, dst, names, o.Key, kinds, keyIdx)
 	if err != nil {
 		return res, fmt.Errorf("verify %s: target: %w", o.Name, err)
 	}
 	defer b.close()
+	defer cancel()
 
 	s, sok, err := a.next()
 	if err != nil {
@@ -242,7 +248,7 @@ func open(ctx context.Context, s Side, names, key []string, kinds []kind, keyIdx
 			textKey[i] = true
 		}
 	}
-	rows, err := s.DB.QueryContext(ctx, s.SQL.ScanOrdered(s.Table, names, key, textKey))
+	rows, err := s.DB.QueryContext(ctx, s.SQL.ScanOrdered(s.Table, s.Columns, key, textKey))
 	if err != nil {
 		return nil, err
 	}

@@ -85,7 +85,7 @@ func BenchmarkVerify(b *testing.B) {
 	const n = 200000
 	src, dst := sides(b, n)
 	names := []string{"id", "name", "price", "at", "doc"}
-	q := dialect.Postgres{}.ScanOrdered([]string{"items"}, names, []string{"id"}, []bool{false})
+	q := dialect.Postgres{}.ScanOrdered([]string{"items"}, src.Columns, []string{"id"}, []bool{false})
 	b.Run("raw-scan-both", func(b *testing.B) {
 		for b.Loop() {
 			for _, db := range []*sql.DB{src.DB, dst.DB} {
