@@ -30,6 +30,7 @@ var ErrLeaseLost = errors.New("batch: lease lost")
 // SourceSQL is what the copier needs from the source dialect.
 type SourceSQL interface {
 	SelectPage(table []string, cols, key []string, after bool, r dialect.Range, limit int) dialect.Query
+	SelectByKeys(table []string, cols, key []string, n int) string
 }
 
 // Convert turns one value read from the source into the value written to
@@ -40,6 +41,7 @@ type Convert func(col int, v any) (any, error)
 type TargetSQL interface {
 	Bounder
 	Upsert(table []string, cols, key []string, fence string, rows int) dialect.Upsert
+	DeleteByKeys(table []string, key []string, n int) string
 	MaxParams() int
 }
 
@@ -265,6 +267,76 @@ func (c *Copier) readPage(ctx context.Context, spec Spec, after []any) ([][]any,
 	return out, nil
 }
 
+// ReadRows reads the source rows with the given keys, converted for the
+// target as Copy converts them (for repair).
+func (c *Copier) ReadRows(ctx context.Context, spec Spec, keys [][]any) ([][]any, error) {
+	var args []any
+	for _, k := range keys {
+		args = append(args, k...)
+	}
+	rows, err := c.Source.QueryContext(ctx, c.SourceSQL.SelectByKeys(spec.Source, spec.Columns, spec.Key, len(keys)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("read %d rows of %s by key: %w", len(keys), spec.Shard, err)
+	}
+	defer rows.Close()
+	var out [][]any
+	for rows.Next() {
+		vals := make([]any, len(spec.Columns))
+		ptrs := make([]any, len(vals))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		if spec.Convert != nil {
+			for i, v := range vals {
+				if vals[i], err = spec.Convert(i, v); err != nil {
+					return nil, fmt.Errorf("column %q: %w", spec.Columns[i], err)
+				}
+			}
+		}
+		out = append(out, vals)
+	}
+	return out, rows.Err()
+}
+
+// WriteRows upserts rows in one fenced transaction under lease, like a
+// batch but without moving the cursor (for repair).
+func (c *Copier) WriteRows(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any) (ins, upd int64, err error) {
+	return c.write(ctx, spec, lease, t, owner, rows, nil, 0)
+}
+
+// DeleteRows deletes the target rows with the given keys in one fenced
+// transaction under lease (for repair), and returns how many went.
+func (c *Copier) DeleteRows(spec Spec, lease Lease, t fence.Token, owner string, keys [][]any) (n int64, err error) {
+	tx, tctx, cancel, err := Begin(c.Target, c.TargetSQL, lease)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := c.Fence.Check(tctx, tx, spec.Shard, t, owner); err != nil {
+		return 0, err
+	}
+	var args []any
+	for _, k := range keys {
+		args = append(args, k...)
+	}
+	res, err := tx.ExecContext(tctx, c.TargetSQL.DeleteByKeys(spec.Target, spec.Key, len(keys)), args...)
+	if err != nil {
+		return 0, err
+	}
+	if n, err = res.RowsAffected(); err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
+}
+
 // SampleRead reads up to pages keyset pages of spec's source the way Copy
 // does and returns how many rows it read; it writes nothing (a dry run's
 // rate sample).
@@ -364,8 +436,10 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 		return 0, 0, permanent{fmt.Errorf("%w: %d rows of the batch of %s up to %v hold a newer token than %d in the target; another writer owns them",
 			ErrHalted, skipped, spec.Shard, last, t)}
 	}
-	if err := c.Cursor.Advance(tctx, tx, spec.Shard, last, done, t); err != nil {
-		return 0, 0, err
+	if last != nil {
+		if err := c.Cursor.Advance(tctx, tx, spec.Shard, last, done, t); err != nil {
+			return 0, 0, err
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return 0, 0, fmt.Errorf("commit batch of %s up to %v: %w", spec.Shard, last, err)

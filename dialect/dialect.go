@@ -110,6 +110,12 @@ type Dialect interface {
 	// columns marked textKey in byte order, every value exactly, for
 	// verification.
 	ScanOrdered(table []string, cols []Column, key []string, textKey []bool) string
+	// SelectByKeys reads cols of the rows whose key is one of n keys given
+	// as parameters (each key's parts in order), for repair.
+	SelectByKeys(table []string, cols, key []string, n int) string
+	// DeleteByKeys deletes the rows whose key is one of n keys given as
+	// parameters, for repair.
+	DeleteByKeys(table []string, key []string, n int) string
 	// MaxParams is the most bind parameters one statement may carry.
 	MaxParams() int
 	// BoundTx bounds the current transaction on the server: no statement,

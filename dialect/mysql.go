@@ -261,15 +261,29 @@ func (m MySQL) Upsert(table []string, cols, key []string, fence string, rows int
 // probe counts, among the batch's keys, the rows that exist and those whose
 // stored token is newer than ? (the first parameter).
 func (m MySQL) probe(table []string, key []string, fence string, rows int) string {
+	return "SELECT COUNT(*), COALESCE(SUM(" + m.Quote(fence) + " > ?), 0) FROM " + m.Quote(table...) +
+		" WHERE " + m.keysIn(key, rows)
+}
+
+// keysIn is "k IN (?, …)" or "(k1, k2) IN ((?, ?), …)" for n keys.
+func (m MySQL) keysIn(key []string, n int) string {
 	tuple := "?"
 	cols := m.Quote(key[0])
 	if len(key) > 1 {
 		tuple = "(" + strings.TrimSuffix(strings.Repeat("?, ", len(key)), ", ") + ")"
 		cols = "(" + m.quoteList(key) + ")"
 	}
-	list := strings.TrimSuffix(strings.Repeat(tuple+", ", rows), ", ")
-	return "SELECT COUNT(*), COALESCE(SUM(" + m.Quote(fence) + " > ?), 0) FROM " + m.Quote(table...) +
-		" WHERE " + cols + " IN (" + list + ")"
+	return cols + " IN (" + strings.TrimSuffix(strings.Repeat(tuple+", ", n), ", ") + ")"
+}
+
+// SelectByKeys implements Dialect.
+func (m MySQL) SelectByKeys(table []string, cols, key []string, n int) string {
+	return "SELECT " + m.quoteList(cols) + " FROM " + m.Quote(table...) + " WHERE " + m.keysIn(key, n)
+}
+
+// DeleteByKeys implements Dialect.
+func (m MySQL) DeleteByKeys(table []string, key []string, n int) string {
+	return "DELETE FROM " + m.Quote(table...) + " WHERE " + m.keysIn(key, n)
 }
 
 // MaxParams implements Dialect.

@@ -305,3 +305,34 @@ func (p Postgres) ScanOrdered(table []string, cols []Column, key []string, textK
 	}
 	return "SELECT " + p.quoteList(names) + " FROM " + p.Quote(table...) + " ORDER BY " + strings.Join(order, ", ")
 }
+
+// keysIn is "(k1, k2) IN (($1, $2), …)" for n keys, parameters from $1.
+func (p Postgres) keysIn(key []string, n int) string {
+	var b strings.Builder
+	b.WriteString("(" + p.quoteList(key) + ") IN (")
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteByte('(')
+		for j := range key {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("$" + strconv.Itoa(i*len(key)+j+1))
+		}
+		b.WriteByte(')')
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// SelectByKeys implements Dialect.
+func (p Postgres) SelectByKeys(table []string, cols, key []string, n int) string {
+	return "SELECT " + p.quoteList(cols) + " FROM " + p.Quote(table...) + " WHERE " + p.keysIn(key, n)
+}
+
+// DeleteByKeys implements Dialect.
+func (p Postgres) DeleteByKeys(table []string, key []string, n int) string {
+	return "DELETE FROM " + p.Quote(table...) + " WHERE " + p.keysIn(key, n)
+}

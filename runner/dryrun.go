@@ -90,11 +90,8 @@ func (r *Runner) forecast(ctx context.Context, dt *DryRunTable, cols, dst []dial
 		}
 		dt.WouldInsert = dt.SourceRows
 	} else {
-		if r.scan == nil {
-			var err error
-			if r.scan, _, err = dialect.Open(ctx, r.dstD, r.plan.Target, dialect.Session{RawTimes: true}); err != nil {
-				return fmt.Errorf("target %s: %w", r.plan.Target, err)
-			}
+		if err := r.openScan(ctx); err != nil {
+			return err
 		}
 		res, err := verify.Compare(ctx,
 			verify.Side{DB: r.src, SQL: r.srcD, Table: t.SourceIdent(), Columns: cols},

@@ -23,12 +23,8 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 			return v, fmt.Errorf("%w: the plan has no table %q", plans.ErrInvalid, only)
 		}
 	}
-	if r.scan == nil {
-		var err error
-		// Long scans must not meet the lease sessions' statement timeouts.
-		if r.scan, _, err = dialect.Open(ctx, r.dstD, r.plan.Target, dialect.Session{RawTimes: true}); err != nil {
-			return v, fmt.Errorf("target %s: %w", r.plan.Target, err)
-		}
+	if err := r.openScan(ctx); err != nil {
+		return v, err
 	}
 	for _, t := range r.plan.Tables {
 		if only != "" && t.Name != only && t.Target != only {
@@ -66,6 +62,19 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 		v.Equal = v.Equal && res.Equal()
 	}
 	return v, nil
+}
+
+// openScan opens the target pool for whole-table reads: long scans must not
+// meet the lease sessions' statement timeouts.
+func (r *Runner) openScan(ctx context.Context) error {
+	if r.scan != nil {
+		return nil
+	}
+	var err error
+	if r.scan, _, err = dialect.Open(ctx, r.dstD, r.plan.Target, dialect.Session{RawTimes: true}); err != nil {
+		return fmt.Errorf("target %s: %w", r.plan.Target, err)
+	}
+	return nil
 }
 
 // targetColumns returns the target's definitions of the source columns

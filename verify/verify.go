@@ -59,6 +59,11 @@ type Options struct {
 	Key        []string    // business key columns
 	MaxSamples int         // differing rows kept per table; default 10
 	Progress   func(int64) // rows read from the source so far, every 10000; may be nil
+	// Collect, if set, receives every difference: its kind (missing,
+	// extra, changed) and the key as read (from the source for missing and
+	// changed rows, from the target for extra ones). An error stops the
+	// comparison.
+	Collect func(kind string, key []any) error
 }
 
 // Compare reads both sides and reports how they differ.
@@ -108,7 +113,19 @@ func Compare(ctx context.Context, src, dst Side, o Options) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("verify %s: target: %w", o.Name, err)
 	}
+	collected := error(nil)
 	sample := func(kind string, s, d *row, cols []string) {
+		if o.Collect != nil && collected == nil {
+			from := s
+			if from == nil {
+				from = d
+			}
+			key := make([]any, len(keyIdx))
+			for i, j := range keyIdx {
+				key[i] = from.raw[j]
+			}
+			collected = o.Collect(kind, key)
+		}
 		if len(res.Samples) >= o.MaxSamples {
 			return
 		}
@@ -122,6 +139,9 @@ func Compare(ctx context.Context, src, dst Side, o Options) (Result, error) {
 		res.Samples = append(res.Samples, sm)
 	}
 	for sok || dok {
+		if collected != nil {
+			return res, collected
+		}
 		c := 0
 		switch {
 		case !dok:

@@ -34,6 +34,7 @@ Usage:
   migrate run      -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify]
   migrate status   -p PLAN [--json]
   migrate verify   -p PLAN [--json] [--report FILE.md] [--table NAME]
+  migrate repair   -p PLAN [--table NAME] [--delete-extra] [--json]
   migrate validate -p PLAN
   migrate resume   -p PLAN [--table NAME] [--shard N]
 
@@ -68,6 +69,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"validate": validateCmd,
 		"resume":   resumeCmd,
 		"verify":   verifyCmd,
+		"repair":   repairCmd,
 	}
 	name := args[0]
 	if name == "-h" || name == "--help" || name == "help" {

@@ -1,0 +1,253 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/migrate-dev/migrate/batch"
+	"github.com/migrate-dev/migrate/cursor"
+	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/verify"
+)
+
+// maxRepairKeys bounds the differences one repair takes on; beyond it a
+// fresh copy is the better tool.
+const maxRepairKeys = 1_000_000
+
+// RepairReport says what a repair did, and the verification after it.
+type RepairReport struct {
+	Plan   string        `json:"plan"`
+	Tables []RepairTable `json:"tables"`
+	Verify *Verification `json:"verify"`
+}
+
+// RepairTable is one table's repair.
+type RepairTable struct {
+	Table     string `json:"table"`
+	Recopied  int64  `json:"recopied"`   // missing and changed rows copied again from the source
+	Deleted   int64  `json:"deleted"`    // target-only rows deleted (--delete-extra)
+	ExtraLeft int64  `json:"extra_left"` // target-only rows left in place
+}
+
+// Repair fixes what verification finds, table by table, holding every
+// shard's lease and claiming its fence like a takeover: missing and changed
+// rows are copied again from the source; rows only in the target are
+// deleted only when deleteExtra. Then it verifies again.
+func (r *Runner) Repair(ctx context.Context, only string, deleteExtra bool) (*RepairReport, error) {
+	rep := &RepairReport{Plan: r.plan.Name, Tables: []RepairTable{}}
+	if only != "" {
+		if _, ok := r.plan.Table(only); !ok {
+			return rep, fmt.Errorf("%w: the plan has no table %q", plans.ErrInvalid, only)
+		}
+	}
+	if err := r.openScan(ctx); err != nil {
+		return rep, err
+	}
+	for _, t := range r.plan.Tables {
+		if only != "" && t.Name != only && t.Target != only {
+			continue
+		}
+		rt, err := r.repairTable(ctx, t, deleteExtra)
+		if err != nil {
+			return rep, err
+		}
+		rep.Tables = append(rep.Tables, rt)
+	}
+	v, err := r.Verify(ctx, only)
+	rep.Verify = v
+	return rep, err
+}
+
+// shardLease is one shard held for repair.
+type shardLease struct {
+	cp    cursor.Checkpoint
+	lease *lock.Lease
+	token fence.Token
+}
+
+func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra bool) (RepairTable, error) {
+	rt := RepairTable{Table: t.Name}
+	cols, err := r.sourceColumns(ctx, t)
+	if err != nil {
+		return rt, err
+	}
+	dst, err := r.targetColumns(ctx, t, cols)
+	if err != nil {
+		return rt, err
+	}
+	held, err := r.holdAll(ctx, t)
+	defer func() {
+		for _, h := range held {
+			r.release(ctx, h.lease)
+		}
+	}()
+	if err != nil {
+		return rt, err
+	}
+	var recopy, extra [][]any
+	_, err = verify.Compare(ctx,
+		verify.Side{DB: r.src, SQL: r.srcD, Table: t.SourceIdent(), Columns: cols},
+		verify.Side{DB: r.scan, SQL: r.dstD, Table: t.TargetIdent(), Columns: dst},
+		verify.Options{Name: t.Name, Key: t.Key, Collect: func(kind string, key []any) error {
+			if len(recopy)+len(extra) >= maxRepairKeys {
+				return fmt.Errorf("more than %d differences in %s: copy the table again with a new plan name instead", maxRepairKeys, t.Name)
+			}
+			if kind == "extra" {
+				extra = append(extra, key)
+			} else {
+				recopy = append(recopy, key)
+			}
+			return nil
+		}})
+	if err != nil {
+		return rt, err
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	spec := batch.Spec{Source: t.SourceIdent(), Target: t.TargetIdent(), Columns: names, Key: t.Key,
+		FenceColumn: r.plan.FenceColumn, Convert: dialect.Converter(r.srcD, r.dstD, cols, dst)}
+	c := r.copier()
+	c.OnBatch = nil
+	for _, chunk := range chunked(recopy, r.plan.BatchSize) {
+		rows, err := c.ReadRows(ctx, spec, chunk)
+		if err != nil {
+			return rt, err
+		}
+		for i, group := range byShard(rows, keyCol(names, t.Key[0]), held) {
+			if len(group) == 0 {
+				continue
+			}
+			h := held[i]
+			spec.Shard = h.cp.Shard
+			ins, upd, err := c.WriteRows(ctx, spec, h.lease, h.token, h.lease.Owner(), group)
+			if err != nil {
+				return rt, r.fenced(ctx, h.lease.Context(), err)
+			}
+			rt.Recopied += ins + upd
+		}
+	}
+	if !deleteExtra {
+		rt.ExtraLeft = int64(len(extra))
+		return rt, nil
+	}
+	for _, chunk := range chunked(extra, r.plan.BatchSize) {
+		for i, group := range byShard(chunk, 0, held) {
+			if len(group) == 0 {
+				continue
+			}
+			h := held[i]
+			spec.Shard = h.cp.Shard
+			n, err := c.DeleteRows(spec, h.lease, h.token, h.lease.Owner(), group)
+			if err != nil {
+				return rt, r.fenced(ctx, h.lease.Context(), err)
+			}
+			rt.Deleted += n
+		}
+	}
+	return rt, nil
+}
+
+// holdAll takes the lease of every shard of a table and claims its fence,
+// as a takeover does; a shard held by a running instance stops the repair.
+func (r *Runner) holdAll(ctx context.Context, t plans.Table) ([]shardLease, error) {
+	cps, err := r.cursor.List(ctx, r.dst, r.plan.Name)
+	if err != nil {
+		return nil, err
+	}
+	var held []shardLease
+	for _, cp := range cps {
+		if cp.Shard.Table != t.Target {
+			continue
+		}
+		base := leaseBase(cp.Shard)
+		for attempt := 0; ; attempt++ {
+			lease, err := r.locker.Acquire(ctx, base, r.opts.Owner)
+			var h *lock.HeldError
+			if errors.As(err, &h) {
+				return held, fmt.Errorf("shard %s is held by %s: repair once the run has finished", cp.Shard, h.Owner)
+			}
+			if err != nil {
+				return held, err
+			}
+			tok := fence.Token(lease.Token())
+			cur, err := r.takeover(lease, cp.Shard, tok, lease.Owner())
+			var rc errReclaim
+			if errors.As(err, &rc) && attempt < 3 {
+				r.release(ctx, lease)
+				if err := r.locker.RaiseToken(ctx, base, int64(rc.watermark)); err != nil {
+					return held, err
+				}
+				continue
+			}
+			if err != nil {
+				r.release(ctx, lease)
+				return held, err
+			}
+			held = append(held, shardLease{cp: cur, lease: lease, token: tok})
+			break
+		}
+	}
+	if len(held) == 0 {
+		return nil, fmt.Errorf("table %s has no checkpoints in the target: run the plan first", t.Name)
+	}
+	return held, nil
+}
+
+// byShard groups rows by the shard whose range holds the value of column
+// col (the first key column), in the order of held.
+func byShard(rows [][]any, col int, held []shardLease) [][][]any {
+	out := make([][][]any, len(held))
+	if len(held) == 1 {
+		out[0] = rows
+		return out
+	}
+	for _, row := range rows {
+		v := asInt(row[col])
+		for i, h := range held {
+			if (h.cp.Lo == nil || v > asInt(h.cp.Lo)) && (h.cp.Hi == nil || v <= asInt(h.cp.Hi)) {
+				out[i] = append(out[i], row)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// asInt reads an integer key part as a driver or the cursor gives it.
+func asInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case []byte:
+		n, _ := strconv.ParseInt(string(x), 10, 64)
+		return n
+	}
+	n, _ := strconv.ParseInt(fmt.Sprint(v), 10, 64)
+	return n
+}
+
+func keyCol(names []string, k string) int {
+	for i, n := range names {
+		if n == k {
+			return i
+		}
+	}
+	return 0
+}
+
+func chunked(keys [][]any, n int) [][][]any {
+	var out [][][]any
+	for len(keys) > 0 {
+		m := min(n, len(keys))
+		out = append(out, keys[:m])
+		keys = keys[m:]
+	}
+	return out
+}
