@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/migrate-dev/migrate/cursor"
@@ -30,6 +31,7 @@ var ErrLeaseLost = errors.New("batch: lease lost")
 // SourceSQL is what the copier needs from the source dialect.
 type SourceSQL interface {
 	SelectPage(table []string, cols, key []string, after bool, r dialect.Range, limit int) dialect.Query
+	SelectLast(table []string, cols, key []string, r dialect.Range, limit int) dialect.Query
 	SelectByKeys(table []string, cols, key []string, n int) string
 }
 
@@ -229,57 +231,35 @@ func (c *Copier) read(ctx context.Context, spec Spec, keyIdx []int, after []any,
 
 func (c *Copier) readPage(ctx context.Context, spec Spec, after []any) ([][]any, error) {
 	q := c.SourceSQL.SelectPage(spec.Source, spec.Columns, spec.Key, after != nil, spec.Range, spec.BatchSize)
-	values := make([]any, len(spec.Key), len(spec.Key)+2)
-	copy(values, after)
-	values = append(values, spec.Range.Lo, spec.Range.Hi)
-	args := make([]any, len(q.Args))
-	for i, a := range q.Args {
-		args[i] = values[a]
-	}
-	rows, err := c.Source.QueryContext(ctx, q.SQL, args...)
+	out, err := c.query(ctx, spec, q.SQL, pick(q, after, spec.Range)...)
 	if err != nil {
-		return nil, fmt.Errorf("read %s after %v: %w", spec.Shard, after, err)
-	}
-	defer rows.Close()
-	out := make([][]any, 0, spec.BatchSize)
-	for rows.Next() {
-		vals := make([]any, len(spec.Columns))
-		ptrs := make([]any, len(vals))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := rows.Scan(ptrs...); err != nil {
-			return nil, fmt.Errorf("read %s after %v: %w", spec.Shard, after, err)
-		}
-		if spec.Convert != nil {
-			for i, v := range vals {
-				if vals[i], err = spec.Convert(i, v); err != nil {
-					key, _ := keyIndexes(spec)
-					return nil, permanent{fmt.Errorf("%w: %s: row with key %v: column %q: %w", ErrHalted, spec.Shard, keyOf(vals, key), spec.Columns[i], err)}
-				}
-			}
-		}
-		out = append(out, vals)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read %s after %v: %w", spec.Shard, after, err)
 	}
 	return out, nil
 }
 
-// ReadRows reads the source rows with the given keys, converted for the
-// target as Copy converts them (for repair).
-func (c *Copier) ReadRows(ctx context.Context, spec Spec, keys [][]any) ([][]any, error) {
-	var args []any
-	for _, k := range keys {
-		args = append(args, k...)
+// pick lays out a query's parameters from its logical values: the key's
+// parts, then the range's bounds.
+func pick(q dialect.Query, key []any, r dialect.Range) []any {
+	values := make([]any, len(key), len(key)+2)
+	copy(values, key)
+	values = append(values, r.Lo, r.Hi)
+	args := make([]any, len(q.Args))
+	for i, a := range q.Args {
+		args[i] = values[a]
 	}
-	rows, err := c.Source.QueryContext(ctx, c.SourceSQL.SelectByKeys(spec.Source, spec.Columns, spec.Key, len(keys)), args...)
+	return args
+}
+
+// query reads source rows of spec's columns and converts them for the
+// target. A value that cannot cross halts the shard, naming the row.
+func (c *Copier) query(ctx context.Context, spec Spec, sql string, args ...any) ([][]any, error) {
+	rows, err := c.Source.QueryContext(ctx, sql, args...)
 	if err != nil {
-		return nil, fmt.Errorf("read %d rows of %s by key: %w", len(keys), spec.Shard, err)
+		return nil, err
 	}
 	defer rows.Close()
-	var out [][]any
+	out := make([][]any, 0, spec.BatchSize)
 	for rows.Next() {
 		vals := make([]any, len(spec.Columns))
 		ptrs := make([]any, len(vals))
@@ -292,13 +272,42 @@ func (c *Copier) ReadRows(ctx context.Context, spec Spec, keys [][]any) ([][]any
 		if spec.Convert != nil {
 			for i, v := range vals {
 				if vals[i], err = spec.Convert(i, v); err != nil {
-					return nil, fmt.Errorf("column %q: %w", spec.Columns[i], err)
+					key, _ := keyIndexes(spec)
+					return nil, permanent{fmt.Errorf("%w: %s: row with key %v: column %q: %w", ErrHalted, spec.Shard, keyOf(vals, key), spec.Columns[i], err)}
 				}
 			}
 		}
 		out = append(out, vals)
 	}
 	return out, rows.Err()
+}
+
+// ReadRows reads the source rows with the given keys, converted for the
+// target as Copy converts them (for repair).
+func (c *Copier) ReadRows(ctx context.Context, spec Spec, keys [][]any) ([][]any, error) {
+	var args []any
+	for _, k := range keys {
+		args = append(args, k...)
+	}
+	out, err := c.query(ctx, spec, c.SourceSQL.SelectByKeys(spec.Source, spec.Columns, spec.Key, len(keys)), args...)
+	if err != nil {
+		return nil, fmt.Errorf("read %d rows of %s by key: %w", len(keys), spec.Shard, err)
+	}
+	return out, nil
+}
+
+// ReadLast reads the source rows of the batch that ends at key last (up to
+// BatchSize rows with keys up to and including it, within the range), in
+// key order, converted for the target: the last committed batch before a
+// resume point.
+func (c *Copier) ReadLast(ctx context.Context, spec Spec, last []any) ([][]any, error) {
+	q := c.SourceSQL.SelectLast(spec.Source, spec.Columns, spec.Key, spec.Range, spec.BatchSize)
+	out, err := c.query(ctx, spec, q.SQL, pick(q, last, spec.Range)...)
+	if err != nil {
+		return nil, fmt.Errorf("read the batch of %s up to %v: %w", spec.Shard, last, err)
+	}
+	slices.Reverse(out)
+	return out, nil
 }
 
 // WriteRows upserts rows in one fenced transaction under lease, like a

@@ -103,6 +103,11 @@ type Dialect interface {
 	// key values given (when after is true) and within the shard range. The
 	// logical values are the after key's parts, then lo, then hi.
 	SelectPage(table []string, cols, key []string, after bool, r Range, limit int) Query
+	// SelectLast reads up to limit rows of cols with keys up to and
+	// including the key given, in descending key order, within the shard
+	// range: the last committed batch before a resume point. The logical
+	// values are the key's parts, then lo, then hi.
+	SelectLast(table []string, cols, key []string, r Range, limit int) Query
 	// Upsert writes rows rows of cols plus the fence column: an existing
 	// row is overwritten only when its stored token is <= the incoming one.
 	Upsert(table []string, cols, key []string, fence string, rows int) Upsert

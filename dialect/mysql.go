@@ -223,6 +223,44 @@ func (m MySQL) SelectPage(table []string, cols, key []string, after bool, r Rang
 	return q
 }
 
+// SelectLast implements Dialect, the keyset condition spelled out as in
+// SelectPage: k1 <= ? AND (k1 < ? OR (k1 = ? AND k2 < ?) … OR (all equal)).
+func (m MySQL) SelectLast(table []string, cols, key []string, r Range, limit int) Query {
+	var q Query
+	ph := func(arg int) string { q.Args = append(q.Args, arg); return "?" }
+	where := []string{m.Quote(key[0]) + " <= " + ph(0)}
+	if len(key) > 1 {
+		var or []string
+		for i := range key {
+			var and []string
+			for j := 0; j < i; j++ {
+				and = append(and, m.Quote(key[j])+" = "+ph(j))
+			}
+			and = append(and, m.Quote(key[i])+" < "+ph(i))
+			or = append(or, "("+strings.Join(and, " AND ")+")")
+		}
+		var eq []string
+		for j := range key {
+			eq = append(eq, m.Quote(key[j])+" = "+ph(j))
+		}
+		or = append(or, "("+strings.Join(eq, " AND ")+")")
+		where = append(where, "("+strings.Join(or, " OR ")+")")
+	}
+	if r.Lo != nil {
+		where = append(where, m.Quote(key[0])+" > "+ph(len(key)))
+	}
+	if r.Hi != nil {
+		where = append(where, m.Quote(key[0])+" <= "+ph(len(key)+1))
+	}
+	desc := make([]string, len(key))
+	for i, k := range key {
+		desc[i] = m.Quote(k) + " DESC"
+	}
+	q.SQL = "SELECT " + m.quoteList(cols) + " FROM " + m.Quote(table...) + " WHERE " + strings.Join(where, " AND ") +
+		" ORDER BY " + strings.Join(desc, ", ") + " LIMIT " + strconv.Itoa(limit)
+	return q
+}
+
 // Upsert implements Dialect. MySQL applies ON DUPLICATE KEY UPDATE
 // assignments left to right, each seeing the ones before: every column is
 // guarded by the stored fence, and the fence itself is assigned last.

@@ -128,6 +128,28 @@ func (p Postgres) SelectPage(table []string, cols, key []string, after bool, r R
 	return q
 }
 
+// SelectLast implements Dialect with a row-value comparison.
+func (p Postgres) SelectLast(table []string, cols, key []string, r Range, limit int) Query {
+	var q Query
+	next := func(arg int) string { q.Args = append(q.Args, arg); return "$" + strconv.Itoa(len(q.Args)) }
+	ph := make([]string, len(key))
+	desc := make([]string, len(key))
+	for i, k := range key {
+		ph[i] = next(i)
+		desc[i] = p.Quote(k) + " DESC"
+	}
+	where := []string{"(" + p.quoteList(key) + ") <= (" + strings.Join(ph, ", ") + ")"}
+	if r.Lo != nil {
+		where = append(where, p.Quote(key[0])+" > "+next(len(key)))
+	}
+	if r.Hi != nil {
+		where = append(where, p.Quote(key[0])+" <= "+next(len(key)+1))
+	}
+	q.SQL = "SELECT " + p.quoteList(cols) + " FROM " + p.Quote(table...) + " WHERE " + strings.Join(where, " AND ") +
+		" ORDER BY " + strings.Join(desc, ", ") + " LIMIT " + strconv.Itoa(limit)
+	return q
+}
+
 // Upsert implements Dialect. The token is one parameter after the row
 // values, shared by every row. xmax = 0 tells an inserted row from an updated
 // one; rows whose stored token is newer are neither.

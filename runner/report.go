@@ -37,6 +37,10 @@ type Takeover struct {
 	RtoMs         int64  `json:"rto_ms"`
 	ReplayedRows  int64  `json:"replayed_rows"`
 	ResumedAfter  string `json:"resumed_after"`
+	// The check of the resume neighbourhood: the last committed batch
+	// before the resume point, compared with the source (verify_ms).
+	CheckedRows int64 `json:"checked_rows"`
+	CheckDiffs  int64 `json:"check_differences"`
 }
 
 // ShardResult says what this instance did with one shard.

@@ -14,10 +14,12 @@ import (
 	"github.com/migrate-dev/migrate/plans"
 )
 
-// shardJob is one shard of one table.
+// shardJob is one shard of one table, with the source's and the target's
+// definitions of the copied columns.
 type shardJob struct {
-	table plans.Table
-	spec  batch.Spec
+	table    plans.Table
+	spec     batch.Spec
+	src, dst []dialect.Column
 }
 
 // setup prepares the target for every table (C4) — helper tables, the
@@ -59,7 +61,7 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 		}
 		convert := dialect.Converter(r.srcD, r.dstD, cols, dst)
 		for i := 0; i < t.Shards; i++ {
-			jobs = append(jobs, shardJob{table: t, spec: batch.Spec{
+			jobs = append(jobs, shardJob{table: t, src: cols, dst: dst, spec: batch.Spec{
 				Shard:  fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i},
 				Source: t.SourceIdent(), Target: t.TargetIdent(),
 				Columns: names, Key: t.Key, FenceColumn: r.plan.FenceColumn,

@@ -14,6 +14,7 @@ import (
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/internal/backoff"
 	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/verify"
 )
 
 // errReclaim means the fence watermark is at or above the token Redis gave
@@ -151,13 +152,19 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	}
 	spec := j.spec
 	spec.Range = dialect.Range{Lo: cp.Lo, Hi: cp.Hi}
+	var check neighbourhood
+	if takeover && cp.LastKey != nil {
+		check = r.checkNeighbourhood(lctx, j, spec, cp.LastKey, log)
+	}
 	res, err := r.copier().Copy(ctx, spec, lease, t, owner, cp)
 	if takeover {
 		r.addTakeover(Takeover{
 			Table: j.table.Name, Target: j.table.Target, Shard: s.Index, Token: int64(t), PreviousOwner: prev.Owner,
 			WaitMs: lease.Wait().Milliseconds(), ElectMs: elect.Milliseconds(), RecoverMs: recoverDur.Milliseconds(),
-			RtoMs:        (lease.Wait() + elect + recoverDur).Milliseconds(),
+			VerifyMs:     check.took.Milliseconds(),
+			RtoMs:        (lease.Wait() + elect + recoverDur + check.took).Milliseconds(),
 			ReplayedRows: res.Updated, ResumedAfter: fmt.Sprint(cp.LastKey),
+			CheckedRows: check.rows, CheckDiffs: check.diffs,
 		})
 	}
 	result := ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(cursor.Running), Token: int64(t), Rows: res.Rows, Batches: res.Batches}
@@ -179,6 +186,75 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	result.State = string(cursor.Done)
 	r.addShard(result)
 	return nil
+}
+
+// neighbourhood is the result of a takeover's check of the resume point.
+type neighbourhood struct {
+	rows, diffs int64
+	took        time.Duration
+}
+
+// checkNeighbourhood compares the last committed batch before the resume
+// point with the source (SPEC §6: verify the neighbourhood before
+// continuing). A difference is logged and reported — the end-of-table
+// verification then fails the run, and `migrate repair` fixes it — but does
+// not stop the copy.
+func (r *Runner) checkNeighbourhood(ctx context.Context, j shardJob, spec batch.Spec, last []any, log *slog.Logger) (n neighbourhood) {
+	start := time.Now()
+	defer func() { n.took = time.Since(start) }()
+	src, err := r.copier().ReadLast(ctx, spec, last)
+	if err == nil && len(src) > 0 {
+		var dst [][]any
+		if dst, err = r.targetRows(ctx, j, src); err == nil {
+			var missing, changed int64
+			missing, changed, err = verify.Rows(j.src, j.dst, spec.Key, src, dst)
+			n.rows, n.diffs = int64(len(src)), missing+changed
+		}
+	}
+	switch {
+	case err != nil:
+		log.Warn("could not check the resume neighbourhood", "err", err)
+	case n.diffs > 0:
+		log.Error("the last committed batch before the resume point differs from the source", "rows", n.rows, "differences", n.diffs)
+	default:
+		log.Info("resume neighbourhood checked", "rows", n.rows, "took", time.Since(start))
+	}
+	return n
+}
+
+// targetRows reads from the target the rows with the keys of rows.
+func (r *Runner) targetRows(ctx context.Context, j shardJob, rows [][]any) ([][]any, error) {
+	if err := r.openScan(ctx); err != nil {
+		return nil, err
+	}
+	keyIdx := make([]int, len(j.spec.Key))
+	for i, k := range j.spec.Key {
+		keyIdx[i] = keyCol(j.spec.Columns, k)
+	}
+	var args []any
+	for _, row := range rows {
+		for _, i := range keyIdx {
+			args = append(args, row[i])
+		}
+	}
+	res, err := r.scan.QueryContext(ctx, r.dstD.SelectByKeys(j.spec.Target, j.spec.Columns, j.spec.Key, len(rows)), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	var out [][]any
+	for res.Next() {
+		vals := make([]any, len(j.spec.Columns))
+		ptrs := make([]any, len(vals))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := res.Scan(ptrs...); err != nil {
+			return nil, err
+		}
+		out = append(out, vals)
+	}
+	return out, res.Err()
 }
 
 // takeover is C2: one transaction raises the watermark strictly to t (which

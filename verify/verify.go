@@ -347,3 +347,59 @@ func (s *stream) close() {
 	<-s.done
 	_ = s.rows.Close()
 }
+
+// Rows compares a set of source rows with the target rows of the same keys
+// (both as read, columns in the same order) and returns how many source
+// rows are missing in the target and how many differ: the check of a
+// takeover's resume neighbourhood.
+func Rows(src, dst []dialect.Column, key []string, a, b [][]any) (missing, changed int64, err error) {
+	kinds := make([]kind, len(src))
+	names := make([]string, len(src))
+	for i := range src {
+		kinds[i], names[i] = pair(src[i].Base, dst[i].Base), src[i].Name
+	}
+	keyIdx := make([]int, len(key))
+	for i, k := range key {
+		if keyIdx[i] = slices.Index(names, k); keyIdx[i] < 0 {
+			return 0, 0, fmt.Errorf("key column %q is not compared", k)
+		}
+	}
+	keyOf := func(raw []any) (string, error) {
+		parts := make([]string, len(keyIdx))
+		for i, j := range keyIdx {
+			c, err := canonical(raw[j], kinds[j])
+			if err != nil {
+				return "", err
+			}
+			parts[i] = c.String()
+		}
+		return strings.Join(parts, "\x00"), nil
+	}
+	byKey := make(map[string][]any, len(b))
+	for _, raw := range b {
+		k, err := keyOf(raw)
+		if err != nil {
+			return 0, 0, err
+		}
+		byKey[k] = raw
+	}
+	for _, raw := range a {
+		k, err := keyOf(raw)
+		if err != nil {
+			return 0, 0, err
+		}
+		other, ok := byKey[k]
+		if !ok {
+			missing++
+			continue
+		}
+		cols, err := row{raw: raw, kinds: kinds}.differs(row{raw: other, kinds: kinds}, names)
+		if err != nil {
+			return 0, 0, err
+		}
+		if len(cols) > 0 {
+			changed++
+		}
+	}
+	return missing, changed, nil
+}

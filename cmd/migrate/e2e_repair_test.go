@@ -98,3 +98,38 @@ func TestRepair_LeaseHeld(t *testing.T) {
 		t.Errorf("watermark %d, want the run's 1: a refused repair claims nothing", tok)
 	}
 }
+
+// TestTakeover_NeighbourhoodCheck: a takeover compares the last committed
+// batch before the resume point with the source; a row of it changed behind
+// the copy's back is reported, the run ends with exit 3, and repair fixes it.
+func TestTakeover_NeighbourhoodCheck(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 100000
+	e.leaseTTL, e.batchSize = "2s", 1000
+	seedBig(t, e.src, "big", n)
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+	first := startMigrate(t, "run", "-p", plan, "--instance", "victim")
+	waitProgress(t, first, e.dst, e.name, "big", n*2/10, n*8/10)
+	first.kill(t)
+	cp := readCheckpoint(t, e.dst, e.name, "big", 0)
+	// The ids are 1..n in order: the last committed key is rows_done.
+	res, err := e.dst.Exec(fmt.Sprintf(`DELETE FROM big WHERE id = %d`, cp.rowsDone-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := res.RowsAffected(); k != 1 {
+		t.Fatalf("deleted %d rows of the last committed batch, want 1", k)
+	}
+	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "survivor")
+	wantCode(t, r, 3)
+	var rep runReport
+	decodeJSON(t, r, &rep)
+	if len(rep.Takeovers) != 1 || rep.Takeovers[0].CheckedRows != int64(e.batchSize) || rep.Takeovers[0].CheckDiffs != 1 {
+		t.Fatalf("takeovers %+v, want one that checked %d rows and found 1 difference", rep.Takeovers, e.batchSize)
+	}
+	if !strings.Contains(r.stderr, "differs from the source") {
+		t.Errorf("the difference is not in the log:\n%s", r.stderr)
+	}
+	wantCode(t, runMigrate(t, "repair", "-p", plan), 0)
+}

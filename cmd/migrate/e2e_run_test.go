@@ -25,6 +25,9 @@ type runReport struct {
 		RtoMs         int64  `json:"rto_ms"`
 		WaitMs        int64  `json:"wait_ms"`
 		ReplayedRows  int64  `json:"replayed_rows"`
+		VerifyMs      int64  `json:"verify_ms"`
+		CheckedRows   int64  `json:"checked_rows"`
+		CheckDiffs    int64  `json:"check_differences"`
 	} `json:"takeovers"`
 	Shards []struct {
 		Table string `json:"table"`
@@ -243,6 +246,13 @@ func TestRun_ResumeAfterSIGKILL(t *testing.T) {
 		t.Errorf("verify %+v, want equal", rep.Verify)
 	}
 	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+	// The takeover checked the last committed batch before the resume point.
+	if to.CheckedRows != int64(e.batchSize) || to.CheckDiffs != 0 {
+		t.Errorf("takeover checked %d rows with %d differences, want the %d rows of the last committed batch, none different", to.CheckedRows, to.CheckDiffs, e.batchSize)
+	}
+	if to.RtoMs < to.WaitMs+to.VerifyMs {
+		t.Errorf("rto_ms %d < wait_ms %d + verify_ms %d", to.RtoMs, to.WaitMs, to.VerifyMs)
+	}
 	if cp := readCheckpoint(t, e.dst, e.name, "big", 0); cp.state != "done" || cp.rowsDone != n || cp.token != to.Token {
 		t.Errorf("checkpoint %+v, want done, %d rows, token %d", cp, n, to.Token)
 	}
