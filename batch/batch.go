@@ -231,7 +231,7 @@ func (c *Copier) read(ctx context.Context, spec Spec, keyIdx []int, after []any,
 
 func (c *Copier) readPage(ctx context.Context, spec Spec, after []any) ([][]any, error) {
 	q := c.SourceSQL.SelectPage(spec.Source, spec.Columns, spec.Key, after != nil, spec.Range, spec.BatchSize)
-	out, err := c.query(ctx, spec, q.SQL, pick(q, after, spec.Range)...)
+	out, err := c.query(ctx, spec, q.SQL, pick(q, len(spec.Key), after, spec.Range)...)
 	if err != nil {
 		return nil, fmt.Errorf("read %s after %v: %w", spec.Shard, after, err)
 	}
@@ -239,9 +239,9 @@ func (c *Copier) readPage(ctx context.Context, spec Spec, after []any) ([][]any,
 }
 
 // pick lays out a query's parameters from its logical values: the key's
-// parts, then the range's bounds.
-func pick(q dialect.Query, key []any, r dialect.Range) []any {
-	values := make([]any, len(key), len(key)+2)
+// n parts (none given before the first page), then the range's bounds.
+func pick(q dialect.Query, n int, key []any, r dialect.Range) []any {
+	values := make([]any, n, n+2)
 	copy(values, key)
 	values = append(values, r.Lo, r.Hi)
 	args := make([]any, len(q.Args))
@@ -302,7 +302,7 @@ func (c *Copier) ReadRows(ctx context.Context, spec Spec, keys [][]any) ([][]any
 // resume point.
 func (c *Copier) ReadLast(ctx context.Context, spec Spec, last []any) ([][]any, error) {
 	q := c.SourceSQL.SelectLast(spec.Source, spec.Columns, spec.Key, spec.Range, spec.BatchSize)
-	out, err := c.query(ctx, spec, q.SQL, pick(q, last, spec.Range)...)
+	out, err := c.query(ctx, spec, q.SQL, pick(q, len(spec.Key), last, spec.Range)...)
 	if err != nil {
 		return nil, fmt.Errorf("read the batch of %s up to %v: %w", spec.Shard, last, err)
 	}
