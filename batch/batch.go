@@ -110,6 +110,9 @@ type Copier struct {
 	Cursor    Cursor
 	Log       *slog.Logger
 	OnBatch   func(fence.Shard, Progress) // may be nil
+	// AfterFirst, if set, is called with the rows of the first batch once it
+	// has committed, before the copy goes on (a takeover checks them).
+	AfterFirst func(rows [][]any)
 }
 
 type page struct {
@@ -170,6 +173,9 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token
 		res.LastKey = last
 		if c.OnBatch != nil {
 			c.OnBatch(spec.Shard, Progress{Rows: int64(len(pg.rows)), Inserted: ins, Updated: upd, LastKey: last, Elapsed: elapsed})
+		}
+		if res.Batches == 1 && c.AfterFirst != nil {
+			c.AfterFirst(pg.rows)
 		}
 	}
 }

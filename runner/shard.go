@@ -153,10 +153,15 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	spec := j.spec
 	spec.Range = dialect.Range{Lo: cp.Lo, Hi: cp.Hi}
 	var check neighbourhood
+	copier := r.copier()
 	if takeover && cp.LastKey != nil {
-		check = r.checkNeighbourhood(lctx, j, spec, cp.LastKey, log)
+		check = r.checkNeighbourhood(lctx, j, spec, cp.LastKey, nil, log)
+		copier.AfterFirst = func(rows [][]any) {
+			first := r.checkNeighbourhood(lctx, j, spec, nil, rows, log)
+			check.rows, check.diffs, check.took = check.rows+first.rows, check.diffs+first.diffs, check.took+first.took
+		}
 	}
-	res, err := r.copier().Copy(ctx, spec, lease, t, owner, cp)
+	res, err := copier.Copy(ctx, spec, lease, t, owner, cp)
 	if takeover {
 		r.addTakeover(Takeover{
 			Table: j.table.Name, Target: j.table.Target, Shard: s.Index, Token: int64(t), PreviousOwner: prev.Owner,
@@ -194,15 +199,19 @@ type neighbourhood struct {
 	took        time.Duration
 }
 
-// checkNeighbourhood compares the last committed batch before the resume
-// point with the source (SPEC §6: verify the neighbourhood before
-// continuing). A difference is logged and reported — the end-of-table
-// verification then fails the run, and `migrate repair` fixes it — but does
-// not stop the copy.
-func (r *Runner) checkNeighbourhood(ctx context.Context, j shardJob, spec batch.Spec, last []any, log *slog.Logger) (n neighbourhood) {
+// checkNeighbourhood compares a batch around the resume point with the
+// source (SPEC §6: verify the neighbourhood before continuing): the last
+// committed batch before it (read from the source up to last), or the first
+// new batch (rows, as just written). A difference is logged and reported —
+// the end-of-table verification then fails the run, and `migrate repair`
+// fixes it — but does not stop the copy.
+func (r *Runner) checkNeighbourhood(ctx context.Context, j shardJob, spec batch.Spec, last []any, rows [][]any, log *slog.Logger) (n neighbourhood) {
 	start := time.Now()
 	defer func() { n.took = time.Since(start) }()
-	src, err := r.copier().ReadLast(ctx, spec, last)
+	src, err := rows, error(nil)
+	if last != nil {
+		src, err = r.copier().ReadLast(ctx, spec, last)
+	}
 	if err == nil && len(src) > 0 {
 		var dst [][]any
 		if dst, err = r.targetRows(ctx, j, src); err == nil {

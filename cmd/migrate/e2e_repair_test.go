@@ -125,8 +125,8 @@ func TestTakeover_NeighbourhoodCheck(t *testing.T) {
 	wantCode(t, r, 3)
 	var rep runReport
 	decodeJSON(t, r, &rep)
-	if len(rep.Takeovers) != 1 || rep.Takeovers[0].CheckedRows != int64(e.batchSize) || rep.Takeovers[0].CheckDiffs != 1 {
-		t.Fatalf("takeovers %+v, want one that checked %d rows and found 1 difference", rep.Takeovers, e.batchSize)
+	if len(rep.Takeovers) != 1 || rep.Takeovers[0].CheckedRows != 2*int64(e.batchSize) || rep.Takeovers[0].CheckDiffs != 1 {
+		t.Fatalf("takeovers %+v, want one that checked %d rows (the last committed and the first new batch) and found 1 difference", rep.Takeovers, 2*e.batchSize)
 	}
 	if !strings.Contains(r.stderr, "differs from the source") {
 		t.Errorf("the difference is not in the log:\n%s", r.stderr)

@@ -246,9 +246,10 @@ func TestRun_ResumeAfterSIGKILL(t *testing.T) {
 		t.Errorf("verify %+v, want equal", rep.Verify)
 	}
 	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
-	// The takeover checked the last committed batch before the resume point.
-	if to.CheckedRows != int64(e.batchSize) || to.CheckDiffs != 0 {
-		t.Errorf("takeover checked %d rows with %d differences, want the %d rows of the last committed batch, none different", to.CheckedRows, to.CheckDiffs, e.batchSize)
+	// The takeover checked the last committed batch before the resume point
+	// and the first new one.
+	if to.CheckedRows != 2*int64(e.batchSize) || to.CheckDiffs != 0 {
+		t.Errorf("takeover checked %d rows with %d differences, want the %d rows of the last committed and the first new batch, none different", to.CheckedRows, to.CheckDiffs, 2*e.batchSize)
 	}
 	if to.RtoMs < to.WaitMs+to.VerifyMs {
 		t.Errorf("rto_ms %d < wait_ms %d + verify_ms %d", to.RtoMs, to.WaitMs, to.VerifyMs)
