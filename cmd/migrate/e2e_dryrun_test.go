@@ -3,6 +3,8 @@ package main_test
 import (
 	"database/sql"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -133,5 +135,17 @@ func dryRunUsed(t *testing.T, e *confEnv) {
 	got := d.Tables[0]
 	if got.SourceRows != n || got.WouldInsert != 2 || got.WouldUpdate != 1 || got.Unchanged != n-3 || got.TargetOnly != 3 || len(got.DDL) != 0 {
 		t.Errorf("forecast %+v, want %d source rows: 2 to insert, 1 to update, %d unchanged, 3 target-only, no DDL", got, n, n-3)
+	}
+	md := filepath.Join(t.TempDir(), "dry.md")
+	wantCode(t, runMigrate(t, "run", "-p", plan, "--dry-run", "--report", md), 0)
+	b, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row := fmt.Sprintf("| orders | %d | 2 | 1 | %d | 3 |", n, n-3); !strings.Contains(string(b), row) || !strings.Contains(string(b), "Nothing was written") {
+		t.Errorf("the Markdown report lacks %q:\n%s", row, b)
+	}
+	if after := objects(t, e); after != before {
+		t.Error("writing the dry run's report changed the target")
 	}
 }

@@ -11,14 +11,40 @@ import (
 	"github.com/migrate-dev/migrate/runner"
 )
 
-// writeReport writes a verification as a Markdown report to path.
-func writeReport(path, plan string, v *runner.Verification) error {
+// writeReport writes a Markdown report to path with write.
+func writeReport(path string, write func(io.Writer)) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	writeMarkdown(f, plan, v)
+	write(f)
 	return f.Close()
+}
+
+// writeDryRunMarkdown writes a dry run's forecast as Markdown.
+func writeDryRunMarkdown(w io.Writer, d *runner.DryRun) {
+	fmt.Fprintf(w, "# Dry run of plan %s\n\nNothing was written and no lease was taken.\n\n", mdEscape(d.Plan))
+	fmt.Fprintln(w, "| table | source rows | would insert | would update | unchanged | target only | estimate |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	for _, t := range d.Tables {
+		fmt.Fprintf(w, "| %s | %d | %d | %d | %d | %d | %.1f s |\n", mdEscape(t.Table), t.SourceRows, t.WouldInsert, t.WouldUpdate, t.Unchanged, t.TargetOnly, float64(t.EstimateMs)/1000)
+	}
+	for _, t := range d.Tables {
+		fmt.Fprintf(w, "\n## %s\n", mdEscape(t.Table))
+		if len(t.Schema) > 0 {
+			fmt.Fprint(w, "\nSchema differences:\n\n")
+			for _, s := range t.Schema {
+				fmt.Fprintf(w, "- %s\n", mdEscape(s))
+			}
+		}
+		if len(t.DDL) > 0 {
+			fmt.Fprint(w, "\nThe run would execute:\n\n```sql\n")
+			for _, q := range t.DDL {
+				fmt.Fprintf(w, "%s;\n", q)
+			}
+			fmt.Fprintln(w, "```")
+		}
+	}
 }
 
 // writeMarkdown writes a verification as Markdown: a summary table, then

@@ -25,6 +25,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	instance := fs.String("instance", hostname(), "label for this instance in lease owner ids and status")
 	noVerify := fs.Bool("no-verify", false, "skip the end-of-run verification")
 	noProgress := fs.Bool("no-progress", false, "no progress bar even on a terminal")
+	report := fs.String("report", "", "with --dry-run: also write the forecast as a Markdown report to this file")
 	dryRun := fs.Bool("dry-run", false, "report what the run would do (rows to insert or update, schema differences, DDL, an estimate); take no lease, write nothing")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: migrate run -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify]\n\nCopies every shard of the plan; run it again to resume after a crash.\nExample: migrate run -p orders.yaml --instance node-a")
@@ -59,6 +60,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		d, err := r.DryRun(ctx)
 		if err != nil {
 			return err
+		}
+		if *report != "" {
+			if err := writeReport(*report, func(w io.Writer) { writeDryRunMarkdown(w, d) }); err != nil {
+				return fmt.Errorf("report: %w", err)
+			}
 		}
 		if *asJSON {
 			return writeJSON(stdout, d)

@@ -49,7 +49,7 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if *report != "" {
-		if err := writeReport(*report, plan.Name, v); err != nil {
+		if err := writeReport(*report, func(w io.Writer) { writeMarkdown(w, plan.Name, v) }); err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
 	}
