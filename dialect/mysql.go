@@ -478,7 +478,13 @@ func (m MySQL) ScanOrdered(table []string, cols []Column, key []string, textKey 
 	for i, k := range key {
 		order[i] = m.Quote(k)
 		if textKey[i] {
-			order[i] = "CAST(" + order[i] + " AS BINARY)"
+			// By the bytes of the UTF-8 text, whatever the column's
+			// character set (latin1 bytes would order differently).
+			if col := colNamed(cols, k); binaryBases[col.Base] {
+				order[i] = "CAST(" + order[i] + " AS BINARY)"
+			} else {
+				order[i] = "CAST(CONVERT(" + order[i] + " USING utf8mb4) AS BINARY)"
+			}
 		}
 	}
 	sel := make([]string, len(cols))
@@ -489,4 +495,13 @@ func (m MySQL) ScanOrdered(table []string, cols []Column, key []string, textKey 
 		}
 	}
 	return "SELECT " + strings.Join(sel, ", ") + " FROM " + m.Quote(table...) + " ORDER BY " + strings.Join(order, ", ")
+}
+
+func colNamed(cols []Column, name string) Column {
+	for _, c := range cols {
+		if c.Name == name {
+			return c
+		}
+	}
+	return Column{}
 }

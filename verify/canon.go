@@ -375,6 +375,19 @@ func jsonNumbers(v any) any {
 	return v
 }
 
+// compareFloat orders floats as PostgreSQL does: NaN after every number.
+func compareFloat(a, b float64) int {
+	switch an, bn := math.IsNaN(a), math.IsNaN(b); {
+	case an && bn:
+		return 0
+	case an:
+		return 1
+	case bn:
+		return -1
+	}
+	return cmp.Compare(a, b)
+}
+
 // rat is a number key as a rational.
 func (c canon) rat() *big.Rat {
 	if c.isInt {
@@ -395,7 +408,7 @@ func compareKeys(a, b []canon) int {
 		case a[i].isInt && b[i].isInt:
 			c = cmp.Compare(a[i].i, b[i].i)
 		case a[i].isF && b[i].isF:
-			c = cmp.Compare(a[i].f, b[i].f)
+			c = compareFloat(a[i].f, b[i].f)
 		case a[i].isInt || a[i].num != nil:
 			c = a[i].rat().Cmp(b[i].rat())
 		case !a[i].at.IsZero() || !b[i].at.IsZero():
