@@ -109,8 +109,11 @@ type canon struct {
 }
 
 func (c canon) String() string {
-	if c.null {
+	switch {
+	case c.null:
 		return "NULL"
+	case c.isInt && c.text == "":
+		return strconv.FormatInt(c.i, 10)
 	}
 	return c.text
 }
@@ -161,7 +164,7 @@ func equal(a, b any, k kind) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return ca.text == cb.text, nil
+	return ca.String() == cb.String(), nil
 }
 
 // canonical puts a value read by either driver into canonical form.
@@ -172,7 +175,7 @@ func canonical(v any, k kind) (canon, error) {
 	switch k {
 	case kNumber:
 		if i, ok := v.(int64); ok {
-			return canon{text: strconv.FormatInt(i, 10), isInt: true, i: i}, nil
+			return canon{isInt: true, i: i}, nil // text on demand (String)
 		}
 		s := text(v)
 		if b, ok := v.(bool); ok {

@@ -216,7 +216,7 @@ func (r row) values(names []string) map[string]any {
 		case c.null:
 			m[n] = nil
 		default:
-			m[n] = c.text
+			m[n] = c.String()
 		}
 	}
 	return m
