@@ -16,6 +16,9 @@ import (
 	"time"
 )
 
+// directions are the four engine pairs every cross-engine test runs.
+var directions = []struct{ src, dst string }{{"postgres", "postgres"}, {"postgres", "mysql"}, {"mysql", "postgres"}, {"mysql", "mysql"}}
+
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -33,7 +36,7 @@ func TestConformance(t *testing.T) {
 		{"zero_dates", confZeroDates, "mysql"},                 // PostgreSQL has no zero dates
 		{"numeric_without_precision", confNumeric, "postgres"}, // MySQL has no unbounded numeric
 	}
-	for _, dir := range []struct{ src, dst string }{{"postgres", "postgres"}, {"postgres", "mysql"}, {"mysql", "postgres"}, {"mysql", "mysql"}} {
+	for _, dir := range directions {
 		t.Run(dir.src+"_to_"+dir.dst, func(t *testing.T) {
 			for _, c := range cases {
 				if c.source != "" && c.source != dir.src {

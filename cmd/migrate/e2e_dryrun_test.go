@@ -14,7 +14,7 @@ import (
 // directions, takes no lease and leaves the target exactly as it was.
 func TestDryRun(t *testing.T) {
 	t.Parallel()
-	for _, dir := range []struct{ src, dst string }{{"postgres", "postgres"}, {"postgres", "mysql"}, {"mysql", "postgres"}, {"mysql", "mysql"}} {
+	for _, dir := range directions {
 		t.Run(dir.src+"_to_"+dir.dst, func(t *testing.T) {
 			t.Run("fresh_target", func(t *testing.T) {
 				t.Parallel()

@@ -17,7 +17,7 @@ import (
 // verify clean, in all four directions.
 func TestRepair(t *testing.T) {
 	t.Parallel()
-	for _, dir := range []struct{ src, dst string }{{"postgres", "postgres"}, {"postgres", "mysql"}, {"mysql", "postgres"}, {"mysql", "mysql"}} {
+	for _, dir := range directions {
 		t.Run(dir.src+"_to_"+dir.dst, func(t *testing.T) {
 			t.Parallel()
 			e := newConfEnv(t, engines[dir.src], engines[dir.dst])

@@ -67,7 +67,7 @@ func TestVerify(t *testing.T) {
 		{"equal_copy", verifyEqualCopy},
 		{"tampered_target", verifyTampered},
 	}
-	for _, dir := range []struct{ src, dst string }{{"postgres", "postgres"}, {"postgres", "mysql"}, {"mysql", "postgres"}, {"mysql", "mysql"}} {
+	for _, dir := range directions {
 		t.Run(dir.src+"_to_"+dir.dst, func(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
