@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unicode"
 
 	"github.com/migrate-dev/migrate/runner"
 )
@@ -82,11 +83,16 @@ func writeMarkdown(w io.Writer, plan string, v *runner.Verification) {
 				if slices.Contains(s.Columns, c) {
 					name = "**" + name + "**"
 				}
-				fmt.Fprintf(w, "| %s | %s | %s |\n", name, mdValue(s.Source, c), mdValue(s.Target, c))
+				src, dst := mdValues(s.Source, s.Target, c)
+				fmt.Fprintf(w, "| %s | %s | %s |\n", name, src, dst)
 			}
 		}
+		fmt.Fprintln(w, "\n"+mdLegend)
 	}
 }
+
+// mdLegend explains how values are shown in the samples tables.
+const mdLegend = "*In values, · is a space at the start or end, ␤ a line feed, ␍ a carriage return, … text left out; — means no row on that side.*"
 
 func sampleColumns(a, b map[string]any) []string {
 	seen := map[string]bool{}
@@ -103,27 +109,119 @@ func sampleColumns(a, b map[string]any) []string {
 	return out
 }
 
+const (
+	cellRunes    = 80 // the longest text shown of a value
+	contextRunes = 20 // shown before the first difference of long values
+)
+
+// mdValues is column col of a sample's source and target rows as table
+// cells. Long values are cut at cellRunes runes; when that would hide how
+// they differ, both show the same window from a little before their first
+// difference.
+func mdValues(src, dst map[string]any, col string) (string, string) {
+	a, b := text(src, col), text(dst, col)
+	start := 0
+	if a != b && cut(a, 0) == cut(b, 0) {
+		start = max(0, firstDiff(a, b)-contextRunes)
+	}
+	return mdValue(src, col, start), mdValue(dst, col, start)
+}
+
+// text is the value of column col, "" for none or NULL.
+func text(row map[string]any, col string) string {
+	if v := row[col]; v != nil {
+		return fmt.Sprint(v)
+	}
+	return ""
+}
+
 // mdValue is one sample value in a table cell: — for a row that is not on
-// that side, NULL, *(empty)*, or the canonical text in code quotes, cut at
-// 80 runes.
-func mdValue(row map[string]any, col string) string {
+// that side, NULL, *(empty)*, or the canonical text from rune start, cut,
+// in a code span.
+func mdValue(row map[string]any, col string, start int) string {
 	if row == nil {
 		return "—"
 	}
-	v, ok := row[col]
-	if !ok || v == nil {
+	if row[col] == nil {
 		return "NULL"
 	}
-	s := fmt.Sprint(v)
-	if s == "" {
-		return "*(empty)*"
+	if s := text(row, col); s != "" {
+		return mdCode(visible(cut(s, start)))
 	}
-	if r := []rune(s); len(r) > 80 {
-		s = string(r[:80]) + "…"
-	}
-	return "`" + mdEscape(strings.ReplaceAll(s, "`", "'")) + "`"
+	return "*(empty)*"
 }
 
-func mdEscape(s string) string {
-	return strings.NewReplacer("|", `\|`, "\n", " ", "\r", " ").Replace(s)
+// cut is up to cellRunes runes of s from rune start, with … for text left
+// out on either side.
+func cut(s string, start int) string {
+	r := []rune(s)
+	end := min(start+cellRunes, len(r))
+	out := string(r[start:end])
+	if start > 0 {
+		out = "…" + out
+	}
+	if end < len(r) {
+		out += "…"
+	}
+	return out
 }
+
+// firstDiff is the index of the first rune where a and b differ.
+func firstDiff(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	i := 0
+	for i < len(ra) && i < len(rb) && ra[i] == rb[i] {
+		i++
+	}
+	return i
+}
+
+// visible shows line breaks as ␤ and ␍, which would end a table row, and
+// spaces at either end as ·, which Markdown strips.
+func visible(s string) string {
+	s = strings.NewReplacer("\n", "␤", "\r", "␍").Replace(s)
+	t := strings.TrimLeft(s, " ")
+	u := strings.TrimRight(t, " ")
+	return strings.Repeat("·", len(s)-len(t)) + u + strings.Repeat("·", len(t)-len(u))
+}
+
+// mdCode is s in a code span inside a table cell (CommonMark, GFM): the
+// delimiters are a backtick run longer than any in s, with a space inside
+// them when s starts or ends with a backtick, and pipes are escaped even
+// there, as GFM splits cells first.
+func mdCode(s string) string {
+	run, longest := 0, 0
+	for _, c := range s {
+		if c == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	if strings.HasPrefix(s, "`") || strings.HasSuffix(s, "`") {
+		s = " " + s + " "
+	}
+	d := strings.Repeat("`", longest+1)
+	return d + strings.ReplaceAll(s, "|", `\|`) + d
+}
+
+// mdEscape is s as literal Markdown text in a heading, list item or table
+// cell: line breaks and spaces at the ends made visible, and punctuation
+// that Markdown could read as markup backslash-escaped, except underscores
+// between letters or digits, which never delimit emphasis (so names such as
+// order_items stay readable).
+func mdEscape(s string) string {
+	r := []rune(visible(s))
+	var b strings.Builder
+	for i, c := range r {
+		if strings.ContainsRune("\\`*_[]<&|~#", c) &&
+			!(c == '_' && i > 0 && i+1 < len(r) && isAlnum(r[i-1]) && isAlnum(r[i+1])) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func isAlnum(c rune) bool { return unicode.IsLetter(c) || unicode.IsDigit(c) }
