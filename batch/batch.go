@@ -250,11 +250,7 @@ func pick(q dialect.Query, n int, key []any, r dialect.Range) []any {
 	values := make([]any, n, n+2)
 	copy(values, key)
 	values = append(values, r.Lo, r.Hi)
-	args := make([]any, len(q.Args))
-	for i, a := range q.Args {
-		args[i] = values[a]
-	}
-	return args
+	return q.Bind(values)
 }
 
 // query reads source rows of spec's columns and converts them for the

@@ -62,6 +62,15 @@ type Query struct {
 	Args []int
 }
 
+// Bind picks the statement's parameters from the logical values.
+func (q Query) Bind(values []any) []any {
+	args := make([]any, len(q.Args))
+	for i, a := range q.Args {
+		args[i] = values[a]
+	}
+	return args
+}
+
 // Upsert is a batch write statement. Its parameters are each row's values
 // followed by the token once, or (TokenPerRow) each row's values and the
 // token. When Returns is true the statement is a query yielding one row
@@ -111,10 +120,25 @@ type Dialect interface {
 	// Upsert writes rows rows of cols plus the fence column: an existing
 	// row is overwritten only when its stored token is <= the incoming one.
 	Upsert(table []string, cols, key []string, fence string, rows int) Upsert
-	// ScanOrdered reads cols of a whole table ordered by key, the key
-	// columns marked textKey in byte order, every value exactly, for
-	// verification.
-	ScanOrdered(table []string, cols []Column, key []string, textKey []bool) string
+	// ScanOrdered reads cols of a table ordered by key, the key columns
+	// marked textKey in byte order, every value exactly, for verification:
+	// all rows, or with lo and/or hi those with lo < key <= hi, the key
+	// compared by value. The logical values are lo's parts then hi's.
+	ScanOrdered(table []string, cols []Column, key []string, textKey []bool, lo, hi bool) Query
+	// ChunkEnd yields the key of the n-th row after lo (all rows when lo is
+	// false) in key order, or no row when fewer remain: the end of a
+	// verification chunk. The logical values are lo's parts.
+	ChunkEnd(table []string, key []string, lo bool, n int) Query
+	// Checksum yields (rows, hash) of the rows with lo < key <= hi, bounds
+	// as in ScanOrdered: their count, and the MD5 of a text form of their
+	// cols in key order that tells every value apart ('' for no row, NULL
+	// when it could not be computed). Equal hashes need equal column types
+	// on both sides, so it serves one engine only.
+	Checksum(table []string, cols []Column, key []string, lo, hi bool) Query
+	// OrderedByValue reports whether a key column of type c orders alike
+	// in every database of the engine, whatever its collation, so that a
+	// key range holds the same rows on both sides.
+	OrderedByValue(c Column) bool
 	// SelectByKeys reads cols of the rows whose key is one of n keys given
 	// as parameters (each key's parts in order), for repair.
 	SelectByKeys(table []string, cols, key []string, n int) string

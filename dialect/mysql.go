@@ -56,6 +56,9 @@ func (MySQL) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
 		cfg.Params["innodb_lock_wait_timeout"] = strconv.FormatInt(lock, 10)
 	}
 	cfg.Collation = "utf8mb4_general_ci" // the connection's; columns keep their own
+	// Room for a verification chunk's rows in one GROUP_CONCAT (it is cut
+	// at max_allowed_packet all the same, which Checksum detects).
+	cfg.Params["group_concat_max_len"] = "1073741824"
 	conn, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("mysql DSN %s: invalid", dsn)
@@ -190,22 +193,7 @@ func (m MySQL) SelectPage(table []string, cols, key []string, after bool, r Rang
 	ph := func(arg int) string { q.Args = append(q.Args, arg); return "?" }
 	var where []string
 	if after {
-		k0 := m.Quote(key[0])
-		if len(key) == 1 {
-			where = append(where, k0+" > "+ph(0))
-		} else {
-			where = append(where, k0+" >= "+ph(0))
-			var or []string
-			for i := range key {
-				var and []string
-				for j := 0; j < i; j++ {
-					and = append(and, m.Quote(key[j])+" = "+ph(j))
-				}
-				and = append(and, m.Quote(key[i])+" > "+ph(i))
-				or = append(or, "("+strings.Join(and, " AND ")+")")
-			}
-			where = append(where, "("+strings.Join(or, " OR ")+")")
-		}
+		where = append(where, m.keyset(key, 0, false, ph))
 	}
 	if r.Lo != nil {
 		where = append(where, m.Quote(key[0])+" > "+ph(len(key)))
@@ -223,29 +211,47 @@ func (m MySQL) SelectPage(table []string, cols, key []string, after bool, r Rang
 	return q
 }
 
+// keyset compares the key with the key given as logical values first…:
+// key > given, or key <= given when upTo. Composite keys are spelled out
+// behind a condition on k1 alone, which MySQL's range optimizer uses; a
+// row-value comparison is not always indexed there:
+// k1 >= ? AND (k1 > ? OR (k1 = ? AND k2 > ?) …), and for upTo
+// k1 <= ? AND (k1 < ? OR (k1 = ? AND k2 < ?) … OR (all equal)).
+func (m MySQL) keyset(key []string, first int, upTo bool, ph func(int) string) string {
+	op, strict := " > ", " >= "
+	if upTo {
+		op, strict = " < ", " <= "
+	}
+	if len(key) == 1 {
+		if upTo {
+			return m.Quote(key[0]) + " <= " + ph(first)
+		}
+		return m.Quote(key[0]) + " > " + ph(first)
+	}
+	lead := m.Quote(key[0]) + strict + ph(first) // placeholders in order
+	eq := func(n int) []string {
+		var and []string
+		for j := range n {
+			and = append(and, m.Quote(key[j])+" = "+ph(first+j))
+		}
+		return and
+	}
+	var or []string
+	for i := range key {
+		or = append(or, "("+strings.Join(append(eq(i), m.Quote(key[i])+op+ph(first+i)), " AND ")+")")
+	}
+	if upTo {
+		or = append(or, "("+strings.Join(eq(len(key)), " AND ")+")")
+	}
+	return lead + " AND (" + strings.Join(or, " OR ") + ")"
+}
+
 // SelectLast implements Dialect, the keyset condition spelled out as in
 // SelectPage: k1 <= ? AND (k1 < ? OR (k1 = ? AND k2 < ?) … OR (all equal)).
 func (m MySQL) SelectLast(table []string, cols, key []string, r Range, limit int) Query {
 	var q Query
 	ph := func(arg int) string { q.Args = append(q.Args, arg); return "?" }
-	where := []string{m.Quote(key[0]) + " <= " + ph(0)}
-	if len(key) > 1 {
-		var or []string
-		for i := range key {
-			var and []string
-			for j := 0; j < i; j++ {
-				and = append(and, m.Quote(key[j])+" = "+ph(j))
-			}
-			and = append(and, m.Quote(key[i])+" < "+ph(i))
-			or = append(or, "("+strings.Join(and, " AND ")+")")
-		}
-		var eq []string
-		for j := range key {
-			eq = append(eq, m.Quote(key[j])+" = "+ph(j))
-		}
-		or = append(or, "("+strings.Join(eq, " AND ")+")")
-		where = append(where, "("+strings.Join(or, " OR ")+")")
-	}
+	where := []string{m.keyset(key, 0, true, ph)}
 	if r.Lo != nil {
 		where = append(where, m.Quote(key[0])+" > "+ph(len(key)))
 	}
@@ -470,10 +476,10 @@ func (m MySQL) CheckpointList() string {
 WHERE plan = ? ORDER BY tbl, shard`
 }
 
-// ScanOrdered reads cols of a whole table ordered by key, text key columns
-// in byte order, for verification. FLOAT columns are read as c + 0e0: the
-// text protocol sends a FLOAT rounded to 6 digits, the double is exact.
-func (m MySQL) ScanOrdered(table []string, cols []Column, key []string, textKey []bool) string {
+// ScanOrdered implements Dialect: text key columns in byte order. FLOAT
+// columns are read as c + 0e0: the text protocol sends a FLOAT rounded to 6
+// digits, the double is exact.
+func (m MySQL) ScanOrdered(table []string, cols []Column, key []string, textKey []bool, lo, hi bool) Query {
 	order := make([]string, len(key))
 	for i, k := range key {
 		order[i] = m.Quote(k)
@@ -494,7 +500,81 @@ func (m MySQL) ScanOrdered(table []string, cols []Column, key []string, textKey 
 			sel[i] += " + 0e0"
 		}
 	}
-	return "SELECT " + strings.Join(sel, ", ") + " FROM " + m.Quote(table...) + " ORDER BY " + strings.Join(order, ", ")
+	var q Query
+	q.SQL = "SELECT " + strings.Join(sel, ", ") + " FROM " + m.Quote(table...) + m.keyRange(&q, key, lo, hi) +
+		" ORDER BY " + strings.Join(order, ", ")
+	return q
+}
+
+// keyRange is the WHERE clause for lo < key <= hi, the bounds asked, adding
+// their parameters to q: lo's parts are the logical values 0..n-1, hi's
+// n..2n-1.
+func (m MySQL) keyRange(q *Query, key []string, lo, hi bool) string {
+	ph := func(arg int) string { q.Args = append(q.Args, arg); return "?" }
+	var where []string
+	if lo {
+		where = append(where, m.keyset(key, 0, false, ph))
+	}
+	if hi {
+		where = append(where, m.keyset(key, len(key), true, ph))
+	}
+	if len(where) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(where, " AND ")
+}
+
+// ChunkEnd implements Dialect.
+func (m MySQL) ChunkEnd(table []string, key []string, lo bool, n int) Query {
+	var q Query
+	q.SQL = "SELECT " + m.quoteList(key) + " FROM " + m.Quote(table...) + m.keyRange(&q, key, lo, false) +
+		" ORDER BY " + m.quoteList(key) + " LIMIT 1 OFFSET " + strconv.Itoa(n-1)
+	return q
+}
+
+// mysqlAsText are the types whose text form tells every value apart, in
+// every character set: numbers, dates and times.
+var mysqlAsText = map[string]bool{"tinyint": true, "smallint": true, "mediumint": true, "int": true, "bigint": true,
+	"decimal": true, "double": true, "real": true, "date": true, "datetime": true, "time": true, "year": true}
+
+// Checksum implements Dialect: md5 of the rows in key order, joined by
+// ',', each row's values joined by '#', NULL as 'N'; strings, bytes, JSON,
+// enums and bits by the hex of their bytes (no character set or collation
+// in the way, and never '#', ',' or 'N'); TIMESTAMP as UNIX_TIMESTAMP,
+// which the session time zone does not change; doubles as their shortest
+// exact text, FLOAT widened to one first. GROUP_CONCAT cuts its result at
+// group_concat_max_len or max_allowed_packet: a cut one yields NULL.
+func (m MySQL) Checksum(table []string, cols []Column, key []string, lo, hi bool) Query {
+	vals := make([]string, len(cols))
+	for i, c := range cols {
+		v := m.Quote(c.Name)
+		switch {
+		case c.Base == "float":
+			v = "(" + v + " + 0e0)"
+		case c.Base == "timestamp":
+			v = "UNIX_TIMESTAMP(" + v + ")"
+		case !mysqlAsText[c.Base]:
+			v = "HEX(" + v + ")"
+		}
+		vals[i] = "IFNULL(" + v + ", 'N')"
+	}
+	var q Query
+	q.SQL = "SELECT n, CASE WHEN n = 0 THEN '' WHEN LENGTH(g) = len + n - 1 THEN MD5(g) END FROM (" +
+		"SELECT COUNT(*) AS n, SUM(LENGTH(r)) AS len, GROUP_CONCAT(r ORDER BY " + m.quoteList(key) + " SEPARATOR ',') AS g FROM (" +
+		"SELECT " + m.quoteList(key) + ", CONCAT_WS('#', " + strings.Join(vals, ", ") + ") AS r FROM " + m.Quote(table...) +
+		m.keyRange(&q, key, lo, hi) + ") s) a"
+	return q
+}
+
+// OrderedByValue implements Dialect: numbers but floats (NaN has no
+// order here), dates and times, and binary strings; text depends on
+// collations.
+func (MySQL) OrderedByValue(c Column) bool {
+	switch c.Base {
+	case "float", "double", "real":
+		return false
+	}
+	return mysqlAsText[c.Base] || c.Base == "timestamp" || c.Base == "binary" || c.Base == "varbinary"
 }
 
 func colNamed(cols []Column, name string) Column {

@@ -9,23 +9,19 @@ package verify
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/migrate-dev/migrate/dialect"
 )
 
-// Scanner is what verify needs from a dialect: one statement reading cols
-// ordered by key, text keys in byte order.
-type Scanner interface {
-	ScanOrdered(table []string, cols []dialect.Column, key []string, textKey []bool) string
-}
-
 // Side is one end of the comparison.
 type Side struct {
 	DB      *sql.DB
-	SQL     Scanner
+	SQL     dialect.Dialect
 	Table   []string
 	Columns []dialect.Column // the compared columns, in the same order on both sides
 }
@@ -39,6 +35,12 @@ type Result struct {
 	Extra      int64    `json:"extra"`
 	Changed    int64    `json:"changed"`
 	Samples    []Sample `json:"samples"`
+	// Method is "checksum" when key-range chunks were hashed in each
+	// database and only differing chunks compared row by row, "rows" when
+	// every row was compared.
+	Method   string `json:"method"`
+	Chunks   int64  `json:"chunks,omitempty"`
+	Narrowed int64  `json:"chunks_narrowed,omitempty"` // chunks whose checksums differed
 }
 
 // Equal reports whether the table was found identical.
@@ -58,133 +60,320 @@ type Options struct {
 	Name       string      // the table's name in the result
 	Key        []string    // business key columns
 	MaxSamples int         // differing rows kept per table; default 10
-	Progress   func(int64) // rows read from the source so far, every 10000; may be nil
+	Progress   func(int64) // rows read from the source so far, from time to time; may be nil
 	// Collect, if set, receives every difference: its kind (missing,
 	// extra, changed) and the key as read (from the source for missing and
 	// changed rows, from the target for extra ones). An error stops the
 	// comparison.
 	Collect func(kind string, key []any) error
+	// ChunkRows is the size of a checksum chunk, in source rows; default
+	// 10000, negative to compare every row.
+	ChunkRows int
 }
 
-// Compare reads both sides and reports how they differ.
+// Compare reports how the two sides differ. When both are on one engine,
+// with the same column types and a key that orders by value, each key range
+// of ChunkRows source rows is counted and hashed in its own database, both
+// sides at once, and only the ranges whose count or 128-bit hash differ are
+// read and compared row by row. Otherwise both tables are read in full. A
+// difference is only ever reported from the row comparison, so the hash can
+// make verification faster, never wrong in the way of a false positive.
 func Compare(ctx context.Context, src, dst Side, o Options) (Result, error) {
-	res := Result{Table: o.Name, Samples: []Sample{}}
-	if o.MaxSamples == 0 {
-		o.MaxSamples = 10
+	c := &comparison{src: src, dst: dst, o: o, res: Result{Table: o.Name, Samples: []Sample{}, Method: "rows"}}
+	if c.o.MaxSamples == 0 {
+		c.o.MaxSamples = 10
+	}
+	if c.o.ChunkRows == 0 {
+		c.o.ChunkRows = 10000
 	}
 	if len(src.Columns) != len(dst.Columns) {
-		return res, fmt.Errorf("verify %s: %d source columns, %d target columns", o.Name, len(src.Columns), len(dst.Columns))
+		return c.res, fmt.Errorf("verify %s: %d source columns, %d target columns", o.Name, len(src.Columns), len(dst.Columns))
 	}
-	names := make([]string, len(src.Columns))
-	kinds := make([]kind, len(src.Columns))
+	c.names = make([]string, len(src.Columns))
+	c.kinds = make([]kind, len(src.Columns))
 	for i := range src.Columns {
-		names[i] = src.Columns[i].Name
-		kinds[i] = pair(src.Columns[i].Base, dst.Columns[i].Base)
+		c.names[i] = src.Columns[i].Name
+		c.kinds[i] = pair(src.Columns[i].Base, dst.Columns[i].Base)
 	}
-	keyIdx := make([]int, len(o.Key))
+	c.keyIdx = make([]int, len(o.Key))
+	c.textKey = make([]bool, len(o.Key))
 	for i, k := range o.Key {
-		keyIdx[i] = slices.Index(names, k)
-		if keyIdx[i] < 0 {
-			return res, fmt.Errorf("verify %s: key column %q is not compared", o.Name, k)
+		c.keyIdx[i] = slices.Index(c.names, k)
+		if c.keyIdx[i] < 0 {
+			return c.res, fmt.Errorf("verify %s: key column %q is not compared", o.Name, k)
+		}
+		switch c.kinds[c.keyIdx[i]] {
+		case kNumber, kFloat, kBool, kTimestamp, kDate, kTime:
+		default: // compared as text in Go: read in byte order of the text form
+			c.textKey[i] = true
 		}
 	}
+	var err error
+	if c.checksummed() {
+		c.res.Method = "checksum"
+		err = c.chunks(ctx)
+	} else {
+		err = c.rows(ctx, nil, nil)
+	}
+	if err == nil {
+		err = c.collected
+	}
+	if err != nil {
+		return c.res, fmt.Errorf("verify %s: %w", o.Name, err)
+	}
+	return c.res, nil
+}
+
+// comparison is one table's comparison under way.
+type comparison struct {
+	src, dst  Side
+	o         Options
+	res       Result
+	names     []string
+	kinds     []kind
+	keyIdx    []int
+	textKey   []bool
+	collected error // the first error of o.Collect
+}
+
+// checksummed reports whether chunk checksums can stand for the rows: one
+// engine, the same types on both sides (equal values then have equal text),
+// and a key ordered by value on both (a key range holds the same rows).
+func (c *comparison) checksummed() bool {
+	if c.o.ChunkRows < 0 || c.src.SQL.Engine() != c.dst.SQL.Engine() {
+		return false
+	}
+	for i := range c.src.Columns {
+		if !strings.EqualFold(c.src.Columns[i].Type, c.dst.Columns[i].Type) {
+			return false
+		}
+	}
+	for _, j := range c.keyIdx {
+		if !c.src.SQL.OrderedByValue(c.src.Columns[j]) || !c.dst.SQL.OrderedByValue(c.dst.Columns[j]) {
+			return false
+		}
+	}
+	return true
+}
+
+// span is a key range lo < key <= hi, a nil bound open; with the count and
+// checksum of one side's rows in it.
+type span struct {
+	lo, hi []any
+	rows   int64
+	sum    sql.NullString // NULL: not computed, compare the rows
+	err    error
+}
+
+// chunks hashes the source's key ranges of ChunkRows rows and the target's
+// same ranges, each side in its own goroutine and database while a third
+// finds the ranges' ends, and compares the rows of the ranges whose counts
+// or hashes differ. A range whose hash cannot be computed (a database's
+// limit on one value's size) is compared row by row too.
+func (c *comparison) chunks(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	send := func(ch chan<- span, s span) bool {
+		select {
+		case ch <- s:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	ranges := [2]chan span{make(chan span, 8), make(chan span, 8)} // for the source, for the target
+	wg.Go(func() {
+		defer close(ranges[0])
+		defer close(ranges[1])
+		var lo []any
+		for {
+			s := span{lo: lo}
+			s.hi, s.err = c.chunkEnd(ctx, lo)
+			if !send(ranges[0], s) || s.err != nil || !send(ranges[1], s) || s.hi == nil {
+				return
+			}
+			lo = s.hi
+		}
+	})
+	var sums [2]chan span
+	for i, side := range []Side{c.src, c.dst} {
+		sums[i] = make(chan span, 8)
+		wg.Go(func() {
+			defer close(sums[i])
+			for s := range ranges[i] {
+				if s.err == nil {
+					s.rows, s.sum, s.err = c.checksum(ctx, side, s)
+					if s.err != nil && ctx.Err() == nil {
+						s.sum, s.err = sql.NullString{}, nil
+					}
+				}
+				if !send(sums[i], s) || s.err != nil {
+					return
+				}
+			}
+		})
+	}
+	for a := range sums[0] {
+		if a.err != nil {
+			return fmt.Errorf("source: %w", a.err)
+		}
+		b, ok := <-sums[1]
+		switch {
+		case !ok:
+			return fmt.Errorf("target: checksums ended early: %w", ctx.Err())
+		case b.err != nil:
+			return fmt.Errorf("target: %w", b.err)
+		}
+		c.res.Chunks++
+		if a.rows == b.rows && a.sum.Valid && b.sum.Valid && a.sum.String == b.sum.String {
+			c.res.SourceRows += a.rows
+			c.res.TargetRows += b.rows
+		} else {
+			c.res.Narrowed++
+			if err := c.rows(ctx, a.lo, a.hi); err != nil {
+				return err
+			}
+		}
+		if c.o.Progress != nil {
+			c.o.Progress(c.res.SourceRows)
+		}
+	}
+	return nil
+}
+
+// chunkEnd returns the key ChunkRows source rows after lo, nil when fewer
+// remain.
+func (c *comparison) chunkEnd(ctx context.Context, lo []any) ([]any, error) {
+	q := c.src.SQL.ChunkEnd(c.src.Table, c.o.Key, lo != nil, c.o.ChunkRows)
+	key := make([]any, len(c.o.Key))
+	ptrs := make([]any, len(key))
+	for i := range key {
+		ptrs[i] = &key[i]
+	}
+	err := c.src.DB.QueryRowContext(ctx, q.SQL, q.Bind(lo)...).Scan(ptrs...)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return key, err
+}
+
+// checksum counts and hashes one side's rows of the span s.
+func (c *comparison) checksum(ctx context.Context, side Side, s span) (rows int64, sum sql.NullString, err error) {
+	q := side.SQL.Checksum(side.Table, side.Columns, c.o.Key, s.lo != nil, s.hi != nil)
+	err = side.DB.QueryRowContext(ctx, q.SQL, q.Bind(bounds(s.lo, s.hi, len(c.o.Key)))...).Scan(&rows, &sum)
+	return rows, sum, err
+}
+
+// bounds lays out the logical values of a key range: lo's parts, then hi's.
+func bounds(lo, hi []any, n int) []any {
+	v := make([]any, 2*n)
+	copy(v, lo)
+	copy(v[n:], hi)
+	return v
+}
+
+// rows reads both sides' rows with lo < key <= hi (all rows when both are
+// nil) in key order, as two streams, and merges them.
+func (c *comparison) rows(ctx context.Context, lo, hi []any) error {
 	// Cancelling the scans first makes an early return quick: closing a
 	// result set otherwise reads it to the end.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	a, err := open(ctx, src, names, o.Key, kinds, keyIdx)
+	values := bounds(lo, hi, len(c.o.Key))
+	a, err := c.open(ctx, c.src, lo != nil, hi != nil, values)
 	if err != nil {
-		return res, fmt.Errorf("verify %s: source: %w", o.Name, err)
+		return fmt.Errorf("source: %w", err)
 	}
 	defer a.close()
 	defer cancel()
-	b, err := open(ctx, dst, names, o.Key, kinds, keyIdx)
+	b, err := c.open(ctx, c.dst, lo != nil, hi != nil, values)
 	if err != nil {
-		return res, fmt.Errorf("verify %s: target: %w", o.Name, err)
+		return fmt.Errorf("target: %w", err)
 	}
 	defer b.close()
 	defer cancel()
 
 	s, sok, err := a.next()
 	if err != nil {
-		return res, fmt.Errorf("verify %s: source: %w", o.Name, err)
+		return fmt.Errorf("source: %w", err)
 	}
 	d, dok, err := b.next()
 	if err != nil {
-		return res, fmt.Errorf("verify %s: target: %w", o.Name, err)
+		return fmt.Errorf("target: %w", err)
 	}
-	collected := error(nil)
-	sample := func(kind string, s, d *row, cols []string) {
-		if o.Collect != nil && collected == nil {
-			from := s
-			if from == nil {
-				from = d
-			}
-			key := make([]any, len(keyIdx))
-			for i, j := range keyIdx {
-				key[i] = from.raw[j]
-			}
-			collected = o.Collect(kind, key)
-		}
-		if len(res.Samples) >= o.MaxSamples {
-			return
-		}
-		sm := Sample{Kind: kind, Columns: cols}
-		if s != nil {
-			sm.Key, sm.Source = s.keyText(), s.values(names)
-		}
-		if d != nil {
-			sm.Key, sm.Target = d.keyText(), d.values(names)
-		}
-		res.Samples = append(res.Samples, sm)
-	}
-	for sok || dok {
-		if collected != nil {
-			return res, collected
-		}
-		c := 0
+	for (sok || dok) && c.collected == nil {
+		k := 0
 		switch {
 		case !dok:
-			c = -1
+			k = -1
 		case !sok:
-			c = 1
+			k = 1
 		default:
-			c = compareKeys(s.key, d.key)
+			k = compareKeys(s.key, d.key)
 		}
 		switch {
-		case c < 0:
-			res.Missing++
-			sample("missing", &s, nil, nil)
-		case c > 0:
-			res.Extra++
-			sample("extra", nil, &d, nil)
+		case k < 0:
+			c.res.Missing++
+			c.sample("missing", &s, nil, nil)
+		case k > 0:
+			c.res.Extra++
+			c.sample("extra", nil, &d, nil)
 		default:
-			cols, err := s.differs(d, names)
+			cols, err := s.differs(d, c.names)
 			if err != nil {
-				return res, fmt.Errorf("verify %s: row %s: %w", o.Name, s.keyText(), err)
+				return fmt.Errorf("row %s: %w", s.keyText(), err)
 			}
 			if len(cols) > 0 {
-				res.Changed++
-				sample("changed", &s, &d, cols)
+				c.res.Changed++
+				c.sample("changed", &s, &d, cols)
 			}
 		}
-		if c <= 0 {
-			res.SourceRows++
-			if o.Progress != nil && res.SourceRows%10000 == 0 {
-				o.Progress(res.SourceRows)
+		if k <= 0 {
+			c.res.SourceRows++
+			if c.o.Progress != nil && c.res.SourceRows%10000 == 0 {
+				c.o.Progress(c.res.SourceRows)
 			}
 			if s, sok, err = a.next(); err != nil {
-				return res, fmt.Errorf("verify %s: source: %w", o.Name, err)
+				return fmt.Errorf("source: %w", err)
 			}
 		}
-		if c >= 0 {
-			res.TargetRows++
+		if k >= 0 {
+			c.res.TargetRows++
 			if d, dok, err = b.next(); err != nil {
-				return res, fmt.Errorf("verify %s: target: %w", o.Name, err)
+				return fmt.Errorf("target: %w", err)
 			}
 		}
 	}
-	return res, nil
+	return nil
+}
+
+// sample hands a difference to Collect and keeps it as a sample while
+// there is room.
+func (c *comparison) sample(kind string, s, d *row, cols []string) {
+	if c.o.Collect != nil && c.collected == nil {
+		from := s
+		if from == nil {
+			from = d
+		}
+		key := make([]any, len(c.keyIdx))
+		for i, j := range c.keyIdx {
+			key[i] = from.raw[j]
+		}
+		c.collected = c.o.Collect(kind, key)
+	}
+	if len(c.res.Samples) >= c.o.MaxSamples {
+		return
+	}
+	sm := Sample{Kind: kind, Columns: cols}
+	if s != nil {
+		sm.Key, sm.Source = s.keyText(), s.values(c.names)
+	}
+	if d != nil {
+		sm.Key, sm.Target = d.keyText(), d.values(c.names)
+	}
+	c.res.Samples = append(c.res.Samples, sm)
 }
 
 // row is one row as read, with its key in canonical form; values are put in
@@ -257,22 +446,15 @@ type chunk struct {
 	err  error
 }
 
-// open starts one side's scan; its text key columns (by this side's own
-// types) are ordered by bytes, like every other value compared in Go.
-func open(ctx context.Context, s Side, names, key []string, kinds []kind, keyIdx []int) (*stream, error) {
-	textKey := make([]bool, len(key))
-	for i, j := range keyIdx {
-		switch kinds[j] {
-		case kNumber, kFloat, kBool, kTimestamp, kDate, kTime:
-		default: // compared as text in Go: read in byte order of the text form
-			textKey[i] = true
-		}
-	}
-	rows, err := s.DB.QueryContext(ctx, s.SQL.ScanOrdered(s.Table, s.Columns, key, textKey))
+// open starts one side's scan of the rows within the bounds asked, their
+// logical values given.
+func (c *comparison) open(ctx context.Context, s Side, lo, hi bool, values []any) (*stream, error) {
+	q := s.SQL.ScanOrdered(s.Table, s.Columns, c.o.Key, c.textKey, lo, hi)
+	rows, err := s.DB.QueryContext(ctx, q.SQL, q.Bind(values)...)
 	if err != nil {
 		return nil, err
 	}
-	st := &stream{rows: rows, kinds: kinds, keyIdx: keyIdx, raw: make([]any, len(names)), ptrs: make([]any, len(names)),
+	st := &stream{rows: rows, kinds: c.kinds, keyIdx: c.keyIdx, raw: make([]any, len(c.names)), ptrs: make([]any, len(c.names)),
 		ahead: make(chan chunk, 4), stop: make(chan struct{}), done: make(chan struct{})}
 	for i := range st.raw {
 		st.ptrs[i] = &st.raw[i]

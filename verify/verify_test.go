@@ -3,7 +3,9 @@ package verify_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/migrate-dev/migrate/dialect"
@@ -47,13 +49,23 @@ func sides(t testing.TB, n int) (verify.Side, verify.Side) {
 		verify.Side{DB: dst, SQL: dialect.Postgres{}, Table: []string{"items"}, Columns: cols}
 }
 
+// TestCompare runs both methods on the same tables: every row, and chunk
+// checksums narrowed to rows (chunks of 100 rows: the differences fall in
+// the first, the fifth and the open last one).
 func TestCompare(t *testing.T) {
 	src, dst := sides(t, 1000)
 	ctx := t.Context()
-	o := verify.Options{Name: "items", Key: []string{"id"}, MaxSamples: 100}
-	res, err := verify.Compare(ctx, src, dst, o)
-	if err != nil || !res.Equal() || res.SourceRows != 1000 || res.TargetRows != 1000 {
-		t.Fatalf("equal copy: %+v %v", res, err)
+	methods := []struct {
+		name             string
+		chunk            int
+		chunks, narrowed int64
+	}{{"rows", -1, 0, 0}, {"checksum", 100, 11, 3}}
+	for _, m := range methods {
+		o := verify.Options{Name: "items", Key: []string{"id"}, MaxSamples: 100, ChunkRows: m.chunk}
+		res, err := verify.Compare(ctx, src, dst, o)
+		if err != nil || !res.Equal() || res.SourceRows != 1000 || res.TargetRows != 1000 || res.Method != m.name || res.Narrowed != 0 {
+			t.Fatalf("%s: equal copy: %+v %v", m.name, res, err)
+		}
 	}
 	mustExec(t, dst.DB, `DELETE FROM items WHERE id IN (1, 500);
 UPDATE items SET price = price + 0.01 WHERE id = 2;
@@ -63,33 +75,41 @@ UPDATE items SET doc = '{"g": 5, "x": 1}' WHERE id = 5;
 UPDATE items SET _fence = 99 WHERE id = 6;
 INSERT INTO items VALUES (0, 'before', 1, now(), '{}'), (5000, 'after', 1, now(), '{}'), (5001, 'after', 1, now(), '{}')`)
 	mustExec(t, src.DB, `UPDATE items SET name = NULL WHERE id = 3`)
-	res, err = verify.Compare(ctx, src, dst, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Missing != 2 || res.Extra != 3 || res.Changed != 4 || res.SourceRows != 1000 || res.TargetRows != 1001 {
-		t.Fatalf("tampered: %+v, want 2 missing, 3 extra, 4 changed (the _fence change ignored)", res)
-	}
-	want := map[string]string{"2": "price", "3": "name", "4": "at", "5": "doc"}
-	for _, s := range res.Samples {
-		if s.Kind == "changed" && (len(s.Columns) != 1 || s.Columns[0] != want[s.Key]) {
-			t.Errorf("changed row %s: columns %v, want [%s]", s.Key, s.Columns, want[s.Key])
+	for _, m := range methods {
+		o := verify.Options{Name: "items", Key: []string{"id"}, MaxSamples: 100, ChunkRows: m.chunk}
+		res, err := verify.Compare(ctx, src, dst, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Missing != 2 || res.Extra != 3 || res.Changed != 4 || res.SourceRows != 1000 || res.TargetRows != 1001 {
+			t.Fatalf("%s: tampered: %+v, want 2 missing, 3 extra, 4 changed (the _fence change ignored)", m.name, res)
+		}
+		if res.Method != m.name || res.Chunks != m.chunks || res.Narrowed != m.narrowed {
+			t.Errorf("%s: method %s, %d chunks, %d narrowed; want %d, %d", m.name, res.Method, res.Chunks, res.Narrowed, m.chunks, m.narrowed)
+		}
+		want := map[string]string{"2": "price", "3": "name", "4": "at", "5": "doc"}
+		for _, s := range res.Samples {
+			if s.Kind == "changed" && (len(s.Columns) != 1 || s.Columns[0] != want[s.Key]) {
+				t.Errorf("%s: changed row %s: columns %v, want [%s]", m.name, s.Key, s.Columns, want[s.Key])
+			}
 		}
 	}
 }
 
-// BenchmarkVerify compares a verification of two equal tables with a raw
-// scan of both in the same run (the same queries, values scanned and
-// dropped): the ratio is the cost of canonical comparison.
+// BenchmarkVerify compares a verification of two equal tables, by chunk
+// checksums and row by row, with two baselines in the same run: a raw scan
+// of both tables (the same queries, values scanned and dropped), and both
+// tables hashed whole in their own databases at once.
 func BenchmarkVerify(b *testing.B) {
 	const n = 200000
 	src, dst := sides(b, n)
 	names := []string{"id", "name", "price", "at", "doc"}
-	q := dialect.Postgres{}.ScanOrdered([]string{"items"}, src.Columns, []string{"id"}, []bool{false})
+	q := dialect.Postgres{}.ScanOrdered([]string{"items"}, src.Columns, []string{"id"}, []bool{false}, false, false)
+	rate := func(b *testing.B) { b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s") }
 	b.Run("raw-scan-both", func(b *testing.B) {
 		for b.Loop() {
 			for _, db := range []*sql.DB{src.DB, dst.DB} {
-				rows, err := db.QueryContext(context.Background(), q)
+				rows, err := db.QueryContext(context.Background(), q.SQL)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -106,15 +126,37 @@ func BenchmarkVerify(b *testing.B) {
 				rows.Close()
 			}
 		}
-		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		rate(b)
 	})
-	b.Run("verify", func(b *testing.B) {
+	b.Run("hash-both-in-db", func(b *testing.B) {
 		for b.Loop() {
-			res, err := verify.Compare(context.Background(), src, dst, verify.Options{Name: "items", Key: []string{"id"}})
-			if err != nil || !res.Equal() {
-				b.Fatal(res, err)
+			var wg sync.WaitGroup
+			errs := make([]error, 2)
+			for i, db := range []*sql.DB{src.DB, dst.DB} {
+				wg.Go(func() {
+					var sum string
+					errs[i] = db.QueryRow(`SELECT sum(hashtextextended(t::text, 0))::text FROM items t`).Scan(&sum)
+				})
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+		rate(b)
 	})
+	for _, m := range []struct {
+		name  string
+		chunk int
+	}{{"verify-checksum", 0}, {"verify-rows", -1}} {
+		b.Run(m.name, func(b *testing.B) {
+			for b.Loop() {
+				res, err := verify.Compare(context.Background(), src, dst, verify.Options{Name: "items", Key: []string{"id"}, ChunkRows: m.chunk})
+				if err != nil || !res.Equal() {
+					b.Fatal(res, err)
+				}
+			}
+			rate(b)
+		})
+	}
 }

@@ -33,6 +33,7 @@ type verifyTable struct {
 	Extra      int64          `json:"extra"`
 	Changed    int64          `json:"changed"`
 	Samples    []verifySample `json:"samples"`
+	Method     string         `json:"method"`
 }
 
 type verifySample struct {
@@ -99,6 +100,19 @@ func runVerify(t *testing.T, code int, args ...string) verifyOut {
 	return v
 }
 
+// wantMethod checks that a pair on one engine was verified by chunk
+// checksums, a pair across engines row by row.
+func wantMethod(t *testing.T, e *confEnv, got verifyTable) {
+	t.Helper()
+	want := "rows"
+	if e.src == e.dst {
+		want = "checksum"
+	}
+	if got.Method != want {
+		t.Errorf("table %s verified by %q, want %q", got.Table, got.Method, want)
+	}
+}
+
 func wantCounts(t *testing.T, got verifyTable, name string, src, dst, missing, extra, changed int64) {
 	t.Helper()
 	if got.Table != name || got.SourceRows != src || got.TargetRows != dst || got.Missing != missing || got.Extra != extra || got.Changed != changed {
@@ -136,6 +150,7 @@ func verifyEqualCopy(t *testing.T, e *confEnv) {
 			t.Fatalf("verify %v: %+v, want equal, one table", args, v)
 		}
 		wantCounts(t, v.Tables[0], tb.name, n, n, 0, 0, 0)
+		wantMethod(t, e, v.Tables[0])
 		if len(v.Tables[0].Samples) != 0 {
 			t.Errorf("verify %v: samples %+v, want none", args, v.Tables[0].Samples)
 		}
@@ -194,6 +209,7 @@ func verifyTampered(t *testing.T, e *confEnv) {
 	}
 	got := v.Tables[0]
 	wantCounts(t, got, tb.name, n, n+1, 2, 3, 3)
+	wantMethod(t, e, got)
 	// Every difference, in key order, and for changed rows the one
 	// differing column with its source and target values.
 	want := []struct {
