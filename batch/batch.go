@@ -113,6 +113,9 @@ type Copier struct {
 	// AfterFirst, if set, is called with the rows of the first batch once it
 	// has committed, before the copy goes on (a takeover checks them).
 	AfterFirst func(rows [][]any)
+	// OnFailure, if set, is called for each failed attempt at reading a
+	// page or writing a batch that is not final (retried or halting).
+	OnFailure func(fence.Shard, error)
 }
 
 type page struct {
@@ -222,7 +225,7 @@ func (c *Copier) read(ctx context.Context, spec Spec, keyIdx []int, after []any,
 			var err error
 			rows, err = c.readPage(ctx, spec, after)
 			return err
-		}, c.Log, spec.Shard, "read")
+		}, c, spec.Shard, "read")
 		select {
 		case out <- page{rows: rows, err: err}:
 		case <-ctx.Done():
@@ -390,7 +393,7 @@ func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fe
 			return permanent{lost(ctx, lctx)}
 		}
 		return err
-	}, c.Log, spec.Shard, "write")
+	}, c, spec.Shard, "write")
 	return ins, upd, err
 }
 
@@ -563,7 +566,7 @@ func (p permanent) Unwrap() error { return p.err }
 // retry runs fn until it succeeds, fails permanently, or fails max+1 times in
 // a row; then it returns ErrHalted with the last error. It waits
 // backoff.Delay between attempts.
-func retry(ctx context.Context, max int, fn func() error, log *slog.Logger, sh fence.Shard, what string) error {
+func retry(ctx context.Context, max int, fn func() error, c *Copier, sh fence.Shard, what string) error {
 	for attempt := 0; ; attempt++ {
 		err := fn()
 		if err == nil {
@@ -576,12 +579,15 @@ func retry(ctx context.Context, max int, fn func() error, log *slog.Logger, sh f
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if c.OnFailure != nil {
+			c.OnFailure(sh, err)
+		}
 		if attempt >= max {
 			return fmt.Errorf("%w: %s %s failed %d times: %w", ErrHalted, what, sh, attempt+1, err)
 		}
 		sleep := backoff.Delay(attempt + 1)
-		if log != nil {
-			log.Warn("batch failed, retrying", "shard", sh.String(), "op", what, "attempt", attempt+1, "backoff", sleep, "err", err)
+		if c.Log != nil {
+			c.Log.Warn("batch failed, retrying", "shard", sh.String(), "op", what, "attempt", attempt+1, "backoff", sleep, "err", err)
 		}
 		select {
 		case <-ctx.Done():

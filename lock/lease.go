@@ -203,6 +203,6 @@ func (le *Lease) stopTimer() {
 
 func (le *Lease) renewFailed(err error) {
 	if f := le.l.opts.OnRenewFailure; f != nil {
-		f(err)
+		f(le.key, err)
 	}
 }

@@ -16,7 +16,7 @@ type recorder struct {
 	errs []error
 }
 
-func (r *recorder) add(err error) { r.mu.Lock(); r.errs = append(r.errs, err); r.mu.Unlock() }
+func (r *recorder) add(_ string, err error) { r.mu.Lock(); r.errs = append(r.errs, err); r.mu.Unlock() }
 
 func (r *recorder) all() []error {
 	r.mu.Lock()

@@ -75,8 +75,9 @@ type Options struct {
 	Logger     *slog.Logger  // default: discards
 
 	// OnRenewFailure, if set, is called (from the renewal goroutine) for each
-	// failed renewal: the network error, or ErrNotOwner when the lease is gone.
-	OnRenewFailure func(err error)
+	// failed renewal with the lease's key (LeaseKey) and the network error,
+	// or ErrNotOwner when the lease is gone.
+	OnRenewFailure func(key string, err error)
 }
 
 // Locker acquires and inspects leases on one Redis deployment.
@@ -181,6 +182,9 @@ func NewOwnerID(instance string) string {
 }
 
 func leaseKey(base string) string { return base + ":lease" }
+
+// LeaseKey is the Redis key of the lease named base.
+func LeaseKey(base string) string { return leaseKey(base) }
 func tokenKey(base string) string { return base + ":token" }
 func lastKey(base string) string  { return base + ":last" }
 

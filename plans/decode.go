@@ -15,7 +15,7 @@ import (
 
 // The keys a plan file may use.
 var (
-	planKeys  = []string{"name", "source", "target", "redis", "lease_ttl", "batch_size", "fence_column", "max_retries", "tables"}
+	planKeys  = []string{"name", "source", "target", "redis", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "tables"}
 	tableKeys = []string{"name", "target", "key", "columns", "shards", "types"}
 )
 
@@ -41,11 +41,13 @@ func (d *decoder) decode(data []byte) (*Plan, *planPos) {
 		return nil, nil
 	}
 	p := &Plan{
-		File:        d.file,
-		LeaseTTL:    DefaultLeaseTTL,
-		BatchSize:   DefaultBatchSize,
-		FenceColumn: DefaultFenceColumn,
-		MaxRetries:  DefaultMaxRetries,
+		File:           d.file,
+		LeaseTTL:       DefaultLeaseTTL,
+		BatchSize:      DefaultBatchSize,
+		FenceColumn:    DefaultFenceColumn,
+		MaxRetries:     DefaultMaxRetries,
+		MaxTakeovers:   DefaultMaxTakeovers,
+		TakeoverWindow: DefaultTakeoverWindow,
 	}
 	pp := &planPos{fields: newFields("", d.at(root))}
 	f := pp.fields
@@ -67,6 +69,10 @@ func (d *decoder) decode(data []byte) (*Plan, *planPos) {
 			d.int(f, key, v, &p.BatchSize)
 		case "max_retries":
 			d.int(f, key, v, &p.MaxRetries)
+		case "max_takeovers":
+			d.int(f, key, v, &p.MaxTakeovers)
+		case "takeover_window":
+			d.duration(f, key, v, &p.TakeoverWindow)
 		case "tables":
 			d.tables(p, pp, v)
 		}

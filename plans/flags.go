@@ -31,10 +31,12 @@ type Overrides struct {
 // slug of the table name ("public.orders" gives "public-orders").
 func FromFlags(o Overrides) (*Plan, error) {
 	p := &Plan{
-		LeaseTTL:    DefaultLeaseTTL,
-		BatchSize:   DefaultBatchSize,
-		FenceColumn: DefaultFenceColumn,
-		MaxRetries:  DefaultMaxRetries,
+		LeaseTTL:       DefaultLeaseTTL,
+		BatchSize:      DefaultBatchSize,
+		FenceColumn:    DefaultFenceColumn,
+		MaxRetries:     DefaultMaxRetries,
+		MaxTakeovers:   DefaultMaxTakeovers,
+		TakeoverWindow: DefaultTakeoverWindow,
 	}
 	pp := &planPos{fields: newFields("", flagsPos)}
 	if o.Name == "" {

@@ -17,7 +17,11 @@ const (
 	DefaultBatchSize   = 1000
 	DefaultFenceColumn = "_fence"
 	DefaultMaxRetries  = 5
-	DefaultShards      = 1
+	// A shard taken over more than DefaultMaxTakeovers times within
+	// DefaultTakeoverWindow is halted: something kills every holder.
+	DefaultMaxTakeovers   = 3
+	DefaultTakeoverWindow = 10 * time.Minute
+	DefaultShards         = 1
 )
 
 // Limits checked by validation.
@@ -38,7 +42,12 @@ type Plan struct {
 	BatchSize   int           // default 1000, 1..100000
 	FenceColumn string        // yaml fence_column, default "_fence"
 	MaxRetries  int           // yaml max_retries, default 5, >= 0
-	Tables      []Table       // at least one
+	// A shard taken over more than MaxTakeovers times (yaml max_takeovers,
+	// default 3) within TakeoverWindow (yaml takeover_window, default 10m)
+	// is halted instead.
+	MaxTakeovers   int
+	TakeoverWindow time.Duration
+	Tables         []Table // at least one
 }
 
 // Table is one table to copy.

@@ -58,6 +58,8 @@ func TestParse(t *testing.T) {
 batch_size: 500
 fence_column: _token
 max_retries: 0
+max_takeovers: 5
+takeover_window: 1h
 tables:
   - name: public.orders
     target: orders
@@ -67,8 +69,9 @@ tables:
 `,
 			want: func(p *Plan) {
 				p.LeaseTTL, p.BatchSize, p.FenceColumn, p.MaxRetries = 90*time.Second, 500, "_token", 0
+				p.MaxTakeovers, p.TakeoverWindow = 5, time.Hour
 				p.Tables = []Table{{Name: "public.orders", Target: "orders", Key: []string{"id"},
-					Columns: []string{"id", "ext_id", "customer", "amount", "created_at"}, Shards: 4, Line: 10}}
+					Columns: []string{"id", "ext_id", "customer", "amount", "created_at"}, Shards: 4, Line: 12}}
 			},
 		},
 		{
@@ -154,6 +157,7 @@ tables: [{name: t, key: id}]
 				Name: "orders-move", File: "plan.yaml",
 				Source: got.Source, Target: got.Target, Redis: got.Redis,
 				LeaseTTL: 30 * time.Second, BatchSize: 1000, FenceColumn: "_fence", MaxRetries: 5,
+				MaxTakeovers: 3, TakeoverWindow: 10 * time.Minute,
 			}
 			tt.want(want)
 			if !reflect.DeepEqual(got, want) {

@@ -69,6 +69,8 @@ func validate(p *Plan, pp *planPos) problems {
 	check("batch_size", p.BatchSize < 1 || p.BatchSize > MaxBatchSize, "batch_size %d is out of range 1..%d", p.BatchSize, MaxBatchSize)
 	check("fence_column", !validIdent(p.FenceColumn), "fence_column must be a non-empty column name without NUL bytes")
 	check("max_retries", p.MaxRetries < 0, "max_retries %d must not be negative", p.MaxRetries)
+	check("max_takeovers", p.MaxTakeovers < 1, "max_takeovers %d must be at least 1", p.MaxTakeovers)
+	check("takeover_window", p.TakeoverWindow <= 0, "takeover_window %v must be positive", p.TakeoverWindow)
 	if f.where("tables").file == "" {
 		check("tables", len(p.Tables) == 0, "table is required")
 	} else {

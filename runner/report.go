@@ -35,8 +35,17 @@ type Takeover struct {
 	RecoverMs     int64  `json:"recover_ms"`
 	VerifyMs      int64  `json:"verify_ms"`
 	RtoMs         int64  `json:"rto_ms"`
-	ReplayedRows  int64  `json:"replayed_rows"`
-	ResumedAfter  string `json:"resumed_after"`
+	// PredictedRtoMs is what the configuration allows the wait to be at
+	// most: the TTL counted from the last renewal, plus the standby's poll
+	// period (TTL/10). rto_ms - predicted_rto_ms is then the takeover's
+	// own work beyond the configured wait, or negative.
+	PredictedRtoMs int64  `json:"predicted_rto_ms"`
+	PreviousToken  int64  `json:"previous_token"`
+	ReplayedRows   int64  `json:"replayed_rows"`
+	ResumedAfter   string `json:"resumed_after"`
+	// ResumeKey is the key the copy resumed after, as the checkpoint holds
+	// it (JSON, cursor.DecodeKey); "" when it started from the beginning.
+	ResumeKey string `json:"resume_key"`
 	// The check of the resume neighbourhood: the last committed batch
 	// before the resume point, compared with the source (verify_ms).
 	CheckedRows int64 `json:"checked_rows"`
@@ -81,6 +90,11 @@ type ShardStatus struct {
 	UpdatedAt string          `json:"updated_at"`
 	Watermark int64           `json:"watermark"`
 	Holder    string          `json:"holder"`
+	// Takeovers counts the shard's takeovers within the plan's
+	// takeover_window (Redis keeps them); LastTakeover is the last one, as
+	// in run --json takeovers[], or null.
+	Takeovers    int64           `json:"takeovers"`
+	LastTakeover json.RawMessage `json:"last_takeover"`
 }
 
 // LeaseStatus is one live lease in Redis.

@@ -20,6 +20,7 @@ import (
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/metrics"
 	"github.com/migrate-dev/migrate/plans"
 )
 
@@ -48,7 +49,8 @@ type Options struct {
 	Owner    string // lease owner id, unique per process start (lock.NewOwnerID)
 	NoVerify bool
 	Log      *slog.Logger
-	Progress Progress // may be nil
+	Progress Progress         // may be nil
+	Metrics  *metrics.Metrics // may be nil
 }
 
 // Runner runs one plan.
@@ -68,6 +70,7 @@ type Runner struct {
 
 	mu     sync.Mutex
 	report Report
+	left   map[fence.Shard]int64 // rows left to copy, estimated, for the backlog metric
 }
 
 // Open connects to the plan's target and Redis, and to its source unless
@@ -102,7 +105,7 @@ func Open(ctx context.Context, plan *plans.Plan, opts Options, statusOnly bool) 
 	ropts.ContextTimeoutEnabled = true
 	ropts.MaxRetries = 1
 	r.rdb = redis.NewClient(ropts)
-	r.locker, err = lock.New(r.rdb, lock.Options{TTL: plan.LeaseTTL, Logger: r.log})
+	r.locker, err = lock.New(r.rdb, lock.Options{TTL: plan.LeaseTTL, Logger: r.log, OnRenewFailure: r.renewFailed})
 	if err != nil {
 		r.Close()
 		return nil, err
@@ -113,6 +116,18 @@ func Open(ctx context.Context, plan *plans.Plan, opts Options, statusOnly bool) 
 		return nil, err
 	}
 	return r, nil
+}
+
+// renewFailed counts a failed lease renewal in the shard's metrics.
+func (r *Runner) renewFailed(key string, _ error) {
+	for _, t := range r.plan.Tables {
+		for i := range t.Shards {
+			if s := (fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i}); lock.LeaseKey(leaseBase(s)) == key {
+				r.opts.Metrics.RenewalFailed(s.Table, s.Index)
+				return
+			}
+		}
+	}
 }
 
 func (r *Runner) ping(ctx context.Context, statusOnly bool) error {
@@ -159,8 +174,8 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return r.finish(start), err
 	}
+	total, done := r.estimate(ctx, jobs)
 	if r.opts.Progress != nil {
-		total, done := r.estimate(ctx, jobs)
 		r.opts.Progress.Start("copying", total, done)
 		defer r.opts.Progress.Finish()
 	}
@@ -219,22 +234,32 @@ func (r *Runner) finish(start time.Time) *Report {
 }
 
 // estimate returns the expected total rows (source estimates) and the rows
-// already done (checkpoints), for the progress bar.
+// already done (checkpoints), for the progress bar, and sets each shard's
+// backlog: its table's estimate shared evenly, less what it has done.
 func (r *Runner) estimate(ctx context.Context, jobs []shardJob) (total, done int64) {
-	seen := map[string]bool{}
+	rows := map[string]int64{}
+	left := map[fence.Shard]int64{}
 	for _, j := range jobs {
-		if !seen[j.table.Name] {
-			seen[j.table.Name] = true
+		n, seen := rows[j.table.Name]
+		if !seen {
 			q, args := r.srcD.EstimateRows(j.spec.Source)
-			var n int64
 			if err := r.src.QueryRowContext(ctx, q, args...).Scan(&n); err == nil {
 				total += n
 			}
+			rows[j.table.Name] = n
 		}
+		var did int64
 		if cp, err := r.cursor.Read(ctx, r.dst, j.spec.Shard); err == nil {
-			done += cp.RowsDone
+			did = cp.RowsDone
 		}
+		done += did
+		s := j.spec.Shard
+		left[s] = max(n/int64(j.table.Shards)-did, 0)
+		r.opts.Metrics.SetBacklog(s.Table, s.Index, left[s])
 	}
+	r.mu.Lock()
+	r.left = left
+	r.mu.Unlock()
 	return max(total, done), done
 }
 
@@ -248,11 +273,21 @@ func (r *Runner) copier() *batch.Copier {
 			r.report.RowsWritten += p.Rows
 			r.report.Batches++
 			r.report.ReplayedRows += p.Updated
+			left := max(r.left[s]-p.Rows, 0)
+			if r.left != nil {
+				r.left[s] = left
+			}
 			r.mu.Unlock()
+			m := r.opts.Metrics
+			m.RowsWritten(s.Table, s.Index, p.Rows)
+			m.BatchCommitted(s.Table, s.Index)
+			m.CursorMoved(s.Table, s.Index, time.Now())
+			m.SetBacklog(s.Table, s.Index, left)
 			if r.opts.Progress != nil {
 				r.opts.Progress.Add(p.Rows)
 			}
 			r.log.Debug("batch committed", "shard", s.String(), "rows", p.Rows, "inserted", p.Inserted, "updated", p.Updated, "elapsed", p.Elapsed)
 		},
+		OnFailure: func(s fence.Shard, _ error) { r.opts.Metrics.BatchFailed(s.Table, s.Index) },
 	}
 }

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/internal/backoff"
 	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/metrics"
 	"github.com/migrate-dev/migrate/verify"
 )
 
@@ -57,6 +59,7 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case errors.As(err, &held):
+			r.opts.Metrics.SetState(s.Table, s.Index, "standby")
 			log.Info("standby: lease held by another instance", "owner", held.Owner, "token", held.Token, "ttl", held.TTL)
 			if err := r.locker.WaitFree(ctx, base); err != nil {
 				return err
@@ -89,6 +92,9 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 
 // finished reports whether the shard needs no more work, recording it.
 func (r *Runner) finished(j shardJob, cp cursor.Checkpoint) (bool, error) {
+	if cp.State == cursor.Done || cp.State == cursor.Halted {
+		r.opts.Metrics.SetState(cp.Shard.Table, cp.Shard.Index, string(cp.State))
+	}
 	switch cp.State {
 	case cursor.Done:
 		r.addShard(ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: cp.Shard.Index, State: string(cp.State), Token: int64(cp.Token), ByOther: true})
@@ -135,7 +141,10 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	if err != nil {
 		var rc errReclaim
 		if errors.As(err, &rc) || lctx.Err() != nil {
-			return r.fenced(ctx, lctx, err)
+			return r.fenced(ctx, lctx, s, err)
+		}
+		if p := lease.Previous(); p.Owner != "" && !p.Released {
+			r.opts.Metrics.RecoveryFailed(s.Table, s.Index) // the lease was reclaimed; the business recovery failed
 		}
 		return errRetry{fmt.Errorf("takeover of %s: %w", s, err)}
 	}
@@ -143,10 +152,31 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 		return err // done or halted between our first look and the claim
 	}
 	recoverDur := time.Since(recoverStart)
+	m := r.opts.Metrics
+	m.SetState(s.Table, s.Index, string(cursor.Running))
+	m.SetToken(s.Table, s.Index, int64(t))
+	m.CursorMoved(s.Table, s.Index, time.Now())
 	prev := lease.Previous()
-	takeover := prev.Owner != "" && !prev.Released
-	if takeover {
+	var tk *Takeover
+	if prev.Owner != "" && !prev.Released {
+		tk = &Takeover{
+			Table: j.table.Name, Target: j.table.Target, Shard: s.Index, Token: int64(t),
+			PreviousOwner: prev.Owner, PreviousToken: prev.Token,
+			WaitMs: lease.Wait().Milliseconds(), ElectMs: elect.Milliseconds(), RecoverMs: recoverDur.Milliseconds(),
+			PredictedRtoMs: r.predictedRTO().Milliseconds(), ResumedAfter: fmt.Sprint(cp.LastKey), ResumeKey: cp.LastText,
+		}
 		log.Info("taking over", "previous_owner", prev.Owner, "previous_token", prev.Token, "wait", lease.Wait(), "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
+		if n := r.countTakeover(lctx, s, tk, log); n > int64(r.plan.MaxTakeovers) {
+			m.RecoveryFailed(s.Table, s.Index)
+			why := fmt.Errorf("%w: %s was taken over %d times within %v (max_takeovers %d): something stops every holder",
+				ErrHalted, s, n, r.plan.TakeoverWindow, r.plan.MaxTakeovers)
+			state := cursor.Running
+			if r.halt(lease, s, t, owner, log) {
+				state = cursor.Halted
+			}
+			r.addShard(ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(state), Token: int64(t)})
+			return why
+		}
 	} else {
 		log.Info("holding the shard", "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
 	}
@@ -154,23 +184,26 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	spec.Range = dialect.Range{Lo: cp.Lo, Hi: cp.Hi}
 	var check neighbourhood
 	copier := r.copier()
-	if takeover && cp.LastKey != nil {
+	noted := false
+	note := func() { // the takeover's RTO is known once the first new batch is checked
+		if tk != nil && !noted {
+			noted = true
+			r.noteTakeover(lctx, s, tk, check, log)
+		}
+	}
+	if tk != nil && cp.LastKey != nil {
 		check = r.checkNeighbourhood(lctx, j, spec, cp.LastKey, nil, log)
 		copier.AfterFirst = func(rows [][]any) {
 			first := r.checkNeighbourhood(lctx, j, spec, nil, rows, log)
 			check.rows, check.diffs, check.took = check.rows+first.rows, check.diffs+first.diffs, check.took+first.took
+			note()
 		}
 	}
 	res, err := copier.Copy(ctx, spec, lease, t, owner, cp)
-	if takeover {
-		r.addTakeover(Takeover{
-			Table: j.table.Name, Target: j.table.Target, Shard: s.Index, Token: int64(t), PreviousOwner: prev.Owner,
-			WaitMs: lease.Wait().Milliseconds(), ElectMs: elect.Milliseconds(), RecoverMs: recoverDur.Milliseconds(),
-			VerifyMs:     check.took.Milliseconds(),
-			RtoMs:        (lease.Wait() + elect + recoverDur + check.took).Milliseconds(),
-			ReplayedRows: res.Updated, ResumedAfter: fmt.Sprint(cp.LastKey),
-			CheckedRows: check.rows, CheckDiffs: check.diffs,
-		})
+	if tk != nil {
+		note()
+		tk.ReplayedRows = res.Updated
+		r.addTakeover(*tk)
 	}
 	result := ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(cursor.Running), Token: int64(t), Rows: res.Rows, Batches: res.Batches}
 	if err == nil {
@@ -178,6 +211,9 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	}
 	if err != nil {
 		if errors.Is(err, batch.ErrHalted) {
+			if tk != nil {
+				m.RecoveryFailed(s.Table, s.Index)
+			}
 			if r.halt(lease, s, t, owner, log) {
 				result.State = string(cursor.Halted)
 			}
@@ -185,12 +221,53 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 			return fmt.Errorf("%w: %w", ErrHalted, err)
 		}
 		r.addShard(result)
-		return r.fenced(ctx, lctx, err)
+		return r.fenced(ctx, lctx, s, err)
 	}
 	log.Info("shard done", "rows", res.Rows, "batches", res.Batches, "replayed", res.Updated)
+	m.SetState(s.Table, s.Index, string(cursor.Done))
 	result.State = string(cursor.Done)
 	r.addShard(result)
 	return nil
+}
+
+// countTakeover records the takeover in Redis and returns how many the
+// shard has seen within the plan's takeover window, this one included; 0
+// when Redis could not tell (the takeover goes on: the counter is a guard,
+// not a condition of recovery).
+func (r *Runner) countTakeover(ctx context.Context, s fence.Shard, tk *Takeover, log *slog.Logger) int64 {
+	rec, _ := json.Marshal(tk)
+	n, err := r.locker.RecordTakeover(ctx, leaseBase(s), tk.Token, r.plan.TakeoverWindow, string(rec))
+	if err != nil {
+		log.Warn("could not count the takeover", "err", err)
+		return 0
+	}
+	return n
+}
+
+// noteTakeover completes the takeover's RTO with the check of the resume
+// neighbourhood, logs the breakdown, and records it for status and metrics.
+func (r *Runner) noteTakeover(ctx context.Context, s fence.Shard, tk *Takeover, check neighbourhood, log *slog.Logger) {
+	tk.VerifyMs, tk.CheckedRows, tk.CheckDiffs = check.took.Milliseconds(), check.rows, check.diffs
+	tk.RtoMs = tk.WaitMs + tk.ElectMs + tk.RecoverMs + tk.VerifyMs
+	log.Info("takeover RTO", "rto_ms", tk.RtoMs, "wait_ms", tk.WaitMs, "elect_ms", tk.ElectMs, "recover_ms", tk.RecoverMs,
+		"verify_ms", tk.VerifyMs, "predicted_rto_ms", tk.PredictedRtoMs, "checked_rows", tk.CheckedRows, "check_differences", tk.CheckDiffs)
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	r.opts.Metrics.Takeover(s.Table, s.Index, metrics.Takeover{
+		Wait: ms(tk.WaitMs), Elect: ms(tk.ElectMs), Recover: ms(tk.RecoverMs), Verify: ms(tk.VerifyMs),
+		RTO: ms(tk.RtoMs), Predicted: ms(tk.PredictedRtoMs), Token: tk.Token, Expired: true,
+	})
+	rec, _ := json.Marshal(tk)
+	if err := r.locker.NoteTakeover(ctx, leaseBase(s), r.plan.TakeoverWindow, string(rec)); err != nil {
+		log.Warn("could not record the takeover's RTO", "err", err)
+	}
+}
+
+// predictedRTO is the longest wait the configuration allows before a
+// standby takes over: the lease's TTL from the holder's last renewal, plus
+// the standby's poll period, TTL/10 (lock.Options.PollEvery). Failure
+// detection runs inside that countdown and is not added again (SPEC §6).
+func (r *Runner) predictedRTO() time.Duration {
+	return r.plan.LeaseTTL + r.plan.LeaseTTL/10
 }
 
 // neighbourhood is the result of a takeover's check of the resume point.
@@ -302,6 +379,7 @@ func (r *Runner) halt(lease *lock.Lease, s fence.Shard, t fence.Token, owner str
 		return false
 	}
 	log.Error("shard halted: automatic recovery gave up; fix the cause, then run `migrate resume`")
+	r.opts.Metrics.Halted(s.Table, s.Index)
 	return true
 }
 
@@ -323,7 +401,7 @@ func (r *Runner) leaseTx(lease *lock.Lease, fn func(context.Context, *sql.Tx) er
 // fenced classifies an error that stopped a holder: a refused token or a lost
 // lease becomes ErrFenced (counted as a stale rejection when the target
 // refused it); a cancelled run or anything else is returned as is.
-func (r *Runner) fenced(ctx, lctx context.Context, err error) error {
+func (r *Runner) fenced(ctx, lctx context.Context, s fence.Shard, err error) error {
 	var rc errReclaim
 	switch {
 	case errors.As(err, &rc):
@@ -332,10 +410,12 @@ func (r *Runner) fenced(ctx, lctx context.Context, err error) error {
 		r.mu.Lock()
 		r.report.StaleRejections++
 		r.mu.Unlock()
+		r.opts.Metrics.StaleRejected(s.Table, s.Index)
 		return fmt.Errorf("%w: %w", ErrFenced, err)
 	case ctx.Err() != nil:
 		return err
 	case errors.Is(err, batch.ErrLeaseLost) || errors.Is(context.Cause(lctx), lock.ErrLost):
+		r.opts.Metrics.SelfFenced(s.Table, s.Index)
 		return fmt.Errorf("%w: %w", ErrFenced, err)
 	}
 	return err

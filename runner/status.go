@@ -34,10 +34,18 @@ func (r *Runner) Status(ctx context.Context) (*Status, error) {
 			if t, ok := r.plan.Table(cp.Shard.Table); ok {
 				name = t.Name
 			}
+			n, last, err := r.locker.Takeovers(ctx, leaseBase(cp.Shard), r.plan.TakeoverWindow)
+			if err != nil {
+				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
+			}
+			lastJSON := json.RawMessage("null")
+			if json.Valid([]byte(last)) {
+				lastJSON = json.RawMessage(last)
+			}
 			st.Tables = append(st.Tables, ShardStatus{
 				Table: name, Target: cp.Shard.Table, Shard: cp.Shard.Index, LastKey: lastKeyJSON(cp.LastText), State: string(cp.State), RowsDone: cp.RowsDone,
 				Token: int64(cp.Token), UpdatedAt: cp.UpdatedAt.UTC().Format(time.RFC3339Nano),
-				Watermark: int64(w), Holder: holder,
+				Watermark: int64(w), Holder: holder, Takeovers: n, LastTakeover: lastJSON,
 			})
 		}
 	}

@@ -58,6 +58,7 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 		}
 		r.log.Info("verification", "table", t.Name, "source_rows", res.SourceRows, "target_rows", res.TargetRows,
 			"missing", res.Missing, "extra", res.Extra, "changed", res.Changed)
+		r.opts.Metrics.VerifyDifferences(t.Target, res.Missing, res.Extra, res.Changed)
 		v.Tables = append(v.Tables, res)
 		v.Equal = v.Equal && res.Equal()
 	}

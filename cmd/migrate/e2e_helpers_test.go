@@ -168,6 +168,7 @@ type env struct {
 	src, dst       *sql.DB
 	leaseTTL       string
 	batchSize      int
+	extra          string // more plan lines, e.g. "max_takeovers: 1\n"
 	planDir        string
 	plans          int // plan files written
 }
@@ -191,8 +192,8 @@ type tableSpec struct {
 func (e *env) writePlan(t *testing.T, tables ...tableSpec) string {
 	t.Helper()
 	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\nsource: %q\ntarget: %q\nredis: %q\nlease_ttl: %s\nbatch_size: %d\ntables:\n",
-		e.name, e.srcURL, e.dstURL, e.redisURL, e.leaseTTL, e.batchSize)
+	fmt.Fprintf(&b, "name: %s\nsource: %q\ntarget: %q\nredis: %q\nlease_ttl: %s\nbatch_size: %d\n%stables:\n",
+		e.name, e.srcURL, e.dstURL, e.redisURL, e.leaseTTL, e.batchSize, e.extra)
 	for _, tb := range tables {
 		fmt.Fprintf(&b, "  - name: %s\n    key: [%s]\n", tb.name, strings.Join(tb.key, ", "))
 		if tb.target != "" {

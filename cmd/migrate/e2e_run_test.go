@@ -23,6 +23,9 @@ type runReport struct {
 		Token         int64  `json:"token"`
 		PreviousOwner string `json:"previous_owner"`
 		RtoMs         int64  `json:"rto_ms"`
+		PredictedMs   int64  `json:"predicted_rto_ms"`
+		PreviousToken int64  `json:"previous_token"`
+		ResumeKey     string `json:"resume_key"`
 		WaitMs        int64  `json:"wait_ms"`
 		ReplayedRows  int64  `json:"replayed_rows"`
 		VerifyMs      int64  `json:"verify_ms"`
@@ -253,6 +256,10 @@ func TestRun_ResumeAfterSIGKILL(t *testing.T) {
 	}
 	if to.RtoMs < to.WaitMs+to.VerifyMs {
 		t.Errorf("rto_ms %d < wait_ms %d + verify_ms %d", to.RtoMs, to.WaitMs, to.VerifyMs)
+	}
+	if to.PredictedMs != 2200 || to.PreviousToken != tokBefore || to.ResumeKey != fmt.Sprintf("[%d]", before.rowsDone) {
+		t.Errorf("takeover predicted_rto_ms %d previous_token %d resume_key %q, want 2200 (TTL + TTL/10), %d, [%d]",
+			to.PredictedMs, to.PreviousToken, to.ResumeKey, tokBefore, before.rowsDone)
 	}
 	if cp := readCheckpoint(t, e.dst, e.name, "big", 0); cp.state != "done" || cp.rowsDone != n || cp.token != to.Token {
 		t.Errorf("checkpoint %+v, want done, %d rows, token %d", cp, n, to.Token)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/metrics"
 	"github.com/migrate-dev/migrate/runner"
 )
 
@@ -26,9 +27,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	noVerify := fs.Bool("no-verify", false, "skip the end-of-run verification")
 	noProgress := fs.Bool("no-progress", false, "no progress bar even on a terminal")
 	report := fs.String("report", "", "with --dry-run: also write the forecast as a Markdown report to this file")
+	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics while running, e.g. :9090 or 127.0.0.1:9090")
 	dryRun := fs.Bool("dry-run", false, "report what the run would do (rows to insert or update, schema differences, DDL, an estimate); take no lease, write nothing")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate run -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify]\n\nCopies every shard of the plan; run it again to resume after a crash.\nExample: migrate run -p orders.yaml --instance node-a")
+		fmt.Fprintln(fs.Output(), "usage: migrate run -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify] [--metrics-addr ADDR]\n\nCopies every shard of the plan; run it again to resume after a crash.\nExample: migrate run -p orders.yaml --instance node-a")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -49,6 +51,16 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	opts := runner.Options{Instance: *instance, Owner: owner, NoVerify: *noVerify, Log: log}
 	if progress != nil {
 		opts.Progress = progress
+	}
+	if *metricsAddr != "" && !*dryRun {
+		opts.Metrics = metrics.New(plan.Name)
+		mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		defer stop()
+		addr, err := opts.Metrics.Serve(mctx, *metricsAddr)
+		if err != nil {
+			return printFailure(stdout, *asJSON, &runner.Report{Plan: plan.Name, Instance: *instance, Owner: owner}, err)
+		}
+		log.Info("serving metrics", "url", "http://"+addr.String()+"/metrics")
 	}
 	log.Info("starting", "plan", plan.Name, "owner", owner, "source", plan.Source, "target", plan.Target, "redis", plan.Redis)
 	r, err := runner.Open(ctx, plan, opts, false)
@@ -114,8 +126,8 @@ func printReport(w io.Writer, rep *runner.Report) {
 		fmt.Fprintf(w, "  %s#%d  %-7s token %d  %d rows%s\n", s.Table, s.Shard, s.State, s.Token, s.Rows, by)
 	}
 	for _, t := range rep.Takeovers {
-		fmt.Fprintf(w, "  takeover %s#%d from %s: token %d, resumed after %s, replayed %d rows, rto %dms (wait %d + elect %d + recover %d + verify %d)\n",
-			t.Table, t.Shard, t.PreviousOwner, t.Token, t.ResumedAfter, t.ReplayedRows, t.RtoMs, t.WaitMs, t.ElectMs, t.RecoverMs, t.VerifyMs)
+		fmt.Fprintf(w, "  takeover %s#%d from %s: token %d, resumed after %s, replayed %d rows, rto %dms (wait %d + elect %d + recover %d + verify %d; predicted wait <= %d)\n",
+			t.Table, t.Shard, t.PreviousOwner, t.Token, t.ResumedAfter, t.ReplayedRows, t.RtoMs, t.WaitMs, t.ElectMs, t.RecoverMs, t.VerifyMs, t.PredictedRtoMs)
 	}
 	if rep.Verify != nil {
 		printVerification(w, rep.Verify)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -44,13 +45,18 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stdout, "no checkpoints yet: the plan has not run against this target")
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tSHARD\tSTATE\tROWS\tLAST KEY\tTOKEN\tWATERMARK\tUPDATED")
+	fmt.Fprintln(tw, "TABLE\tSHARD\tSTATE\tROWS\tLAST KEY\tTOKEN\tWATERMARK\tUPDATED\tTAKEOVERS\tLAST RTO")
 	for _, t := range st.Tables {
 		last := string(t.LastKey)
 		if last == "null" {
 			last = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%s\n", t.Table, t.Shard, t.State, t.RowsDone, last, t.Token, t.Watermark, t.UpdatedAt)
+		rto := "-"
+		var tk runner.Takeover
+		if json.Unmarshal(t.LastTakeover, &tk) == nil && tk.Token != 0 {
+			rto = fmt.Sprintf("%dms (predicted <= %dms)", tk.RtoMs, tk.PredictedRtoMs)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%s\t%d\t%s\n", t.Table, t.Shard, t.State, t.RowsDone, last, t.Token, t.Watermark, t.UpdatedAt, t.Takeovers, rto)
 	}
 	_ = tw.Flush()
 	if len(st.Leases) == 0 {

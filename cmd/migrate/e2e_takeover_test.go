@@ -1,0 +1,188 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestRun_TakeoverLimitHalts kills two holders in turn with max_takeovers
+// 1: the first takeover goes on, the second finds the shard taken over
+// twice within the window and halts it (exit 5) instead of copying; status
+// shows the count and the last takeover; `migrate resume` lets the next run
+// finish.
+func TestRun_TakeoverLimitHalts(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 150000
+	e.leaseTTL, e.batchSize, e.extra = "2s", 1000, "max_takeovers: 1\ntakeover_window: 10m\n"
+	seedBig(t, e.src, "big", n)
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+
+	first := startMigrate(t, "run", "-p", plan, "--json", "--instance", "first")
+	waitProgress(t, first, e.dst, e.name, "big", n/10, n*8/10)
+	first.kill(t)
+	second := startMigrate(t, "run", "-p", plan, "--json", "--instance", "second")
+	waitProgress(t, second, e.dst, e.name, "big", readCheckpoint(t, e.dst, e.name, "big", 0).rowsDone+5000, n*9/10)
+	second.kill(t)
+
+	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "third")
+	wantCode(t, r, 5)
+	var rep runReport
+	decodeJSON(t, r, &rep)
+	if len(rep.Shards) != 1 || rep.Shards[0].State != "halted" || rep.RowsWritten != 0 {
+		t.Errorf("third run: shards %+v rows_written %d, want the shard halted before any write\n%s", rep.Shards, rep.RowsWritten, r)
+	}
+	if cp := readCheckpoint(t, e.dst, e.name, "big", 0); cp.state != "halted" {
+		t.Errorf("checkpoint state %q, want halted", cp.state)
+	}
+	st := runMigrate(t, "status", "-p", plan, "--json")
+	wantCode(t, st, 0)
+	var status struct {
+		Tables []struct {
+			State        string `json:"state"`
+			Takeovers    int64  `json:"takeovers"`
+			LastTakeover *struct {
+				Token         int64  `json:"token"`
+				PreviousOwner string `json:"previous_owner"`
+			} `json:"last_takeover"`
+		} `json:"tables"`
+	}
+	decodeJSON(t, st, &status)
+	if len(status.Tables) != 1 || status.Tables[0].Takeovers != 2 || status.Tables[0].LastTakeover == nil {
+		t.Fatalf("status %+v, want one shard with 2 takeovers and the last one recorded", status)
+	}
+	// A halted shard is not resumed by another run, only by an operator.
+	wantCode(t, runMigrate(t, "run", "-p", plan, "--json", "--instance", "fourth"), 5)
+	wantCode(t, runMigrate(t, "resume", "-p", plan), 0)
+	r = runMigrate(t, "run", "-p", plan, "--json", "--instance", "fifth")
+	wantCode(t, r, 0)
+	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+}
+
+// TestRun_MetricsAndStatus scrapes --metrics-addr of a holder and of a
+// standby, kills the holder, and checks the standby's takeover in its
+// metrics, in run --json and in status (SPEC §7).
+func TestRun_MetricsAndStatus(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 300000
+	e.leaseTTL, e.batchSize = "2s", 1000
+	seedBig(t, e.src, "big", n)
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+	addrA, addrB := freeAddr(t), freeAddr(t)
+
+	a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a", "--metrics-addr", addrA)
+	waitProgress(t, a, e.dst, e.name, "big", n/20, n/2)
+	tokA, _ := readFence(t, e.dst, e.name, "big", 0)
+	m := scrape(t, addrA)
+	wantMetric(t, m, `migrate_shard_state{plan="`+e.name+`",shard="0",state="running",table="big"}`, 1)
+	wantMetric(t, m, `migrate_fence_token{plan="`+e.name+`",shard="0",table="big"}`, float64(tokA))
+	if v := metric(t, m, `migrate_rows_written_total{plan="`+e.name+`",shard="0",table="big"}`); v < float64(n/20) {
+		t.Errorf("rows written %v, want at least %d", v, n/20)
+	}
+
+	b := startMigrate(t, "run", "-p", plan, "--json", "--instance", "b", "--metrics-addr", addrB)
+	poll(t, 20*time.Second, "the standby's metrics", func() bool {
+		m, err := get(addrB)
+		return err == nil && regexp.MustCompile(`migrate_shard_state\{[^}]*state="standby"[^}]*\} 1`).MatchString(m)
+	})
+	a.kill(t)
+	var last string
+	poll(t, 30*time.Second, "the standby's takeover in its metrics", func() bool {
+		var err error
+		last, err = get(addrB)
+		return err == nil && regexp.MustCompile(`migrate_takeovers_total\{[^}]*\} 1`).MatchString(last)
+	})
+	wantMetric(t, last, `migrate_lease_expiry_reclaims_total{plan="`+e.name+`",shard="0",table="big"}`, 1)
+	wantMetric(t, last, `migrate_predicted_rto_seconds{plan="`+e.name+`",shard="0",table="big"}`, 2.2)
+	if v := metric(t, last, `migrate_last_rto_seconds{plan="`+e.name+`",shard="0",table="big"}`); v < 1.5 || v > 10 {
+		t.Errorf("last RTO %vs, want about the 2s TTL", v)
+	}
+	r := b.wait(t)
+	wantCode(t, r, 0)
+	var rep runReport
+	decodeJSON(t, r, &rep)
+	if len(rep.Takeovers) != 1 {
+		t.Fatalf("takeovers %+v, want one", rep.Takeovers)
+	}
+	st := runMigrate(t, "status", "-p", plan, "--json")
+	var status struct {
+		Tables []struct {
+			Takeovers    int64           `json:"takeovers"`
+			LastTakeover json.RawMessage `json:"last_takeover"`
+		} `json:"tables"`
+	}
+	decodeJSON(t, st, &status)
+	var lt struct {
+		Token int64 `json:"token"`
+		RtoMs int64 `json:"rto_ms"`
+	}
+	if len(status.Tables) != 1 || status.Tables[0].Takeovers != 1 || json.Unmarshal(status.Tables[0].LastTakeover, &lt) != nil ||
+		lt.Token != rep.Takeovers[0].Token || lt.RtoMs != rep.Takeovers[0].RtoMs {
+		t.Errorf("status %+v, want 1 takeover with token %d and rto_ms %d", status, rep.Takeovers[0].Token, rep.Takeovers[0].RtoMs)
+	}
+	text := runMigrate(t, "status", "-p", plan)
+	if want := fmt.Sprintf("%dms (predicted <= 2200ms)", rep.Takeovers[0].RtoMs); !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(text.stdout) {
+		t.Errorf("status text lacks the last RTO %q:\n%s", want, text.stdout)
+	}
+}
+
+// freeAddr is a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func get(addr string) (string, error) {
+	c := http.Client{Timeout: 2 * time.Second}
+	res, err := c.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return string(b), err
+}
+
+func scrape(t *testing.T, addr string) string {
+	t.Helper()
+	m, err := get(addr)
+	if err != nil {
+		t.Fatalf("scrape %s: %v", addr, err)
+	}
+	return m
+}
+
+// metric is the value of one series (name and labels as Prometheus
+// writes them) in a scrape.
+func metric(t *testing.T, scraped, series string) float64 {
+	t.Helper()
+	m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(scraped)
+	if m == nil {
+		t.Fatalf("no series %s in:\n%s", series, scraped)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func wantMetric(t *testing.T, scraped, series string, want float64) {
+	t.Helper()
+	if got := metric(t, scraped, series); got != want {
+		t.Errorf("%s = %v, want %v", series, got, want)
+	}
+}

@@ -1,0 +1,42 @@
+package lock
+
+import (
+	"testing"
+	"time"
+)
+
+// Takeovers are counted within a sliding window by the server's clock; the
+// last one's record is kept for status.
+func TestLocker_Takeovers(t *testing.T) {
+	rdb := sharedClient(t)
+	l := newLocker(t, rdb, Options{TTL: time.Second})
+	base := newBase(t, rdb)
+	ctx := t.Context()
+	if n, rec, err := l.Takeovers(ctx, base, time.Minute); err != nil || n != 0 || rec != "" {
+		t.Fatalf("no takeover yet: %d %q %v", n, rec, err)
+	}
+	window := 300 * time.Millisecond
+	for i, want := range []int64{1, 2, 3} {
+		n, err := l.RecordTakeover(ctx, base, int64(10+i), window, `{"token":`+string(rune('0'+i))+`}`)
+		if err != nil || n != want {
+			t.Fatalf("takeover %d: count %d, %v; want %d", i, n, err, want)
+		}
+	}
+	n, rec, err := l.Takeovers(ctx, base, window)
+	if err != nil || n != 3 || rec != `{"token":2}` {
+		t.Fatalf("read: %d %q %v; want 3 and the last record", n, rec, err)
+	}
+	time.Sleep(window + 50*time.Millisecond)
+	if n, err := l.RecordTakeover(ctx, base, 20, window, "{}"); err != nil || n != 1 {
+		t.Fatalf("after the window: count %d, %v; want 1 (the older ones slid out)", n, err)
+	}
+	if err := l.NoteTakeover(ctx, base, window, `{"rto_ms":5}`); err != nil {
+		t.Fatal(err)
+	}
+	if n, rec, err := l.Takeovers(ctx, base, window); err != nil || n != 1 || rec != `{"rto_ms":5}` {
+		t.Fatalf("after a note: %d %q %v; want the same count and the new record", n, rec, err)
+	}
+	if _, err := l.RecordTakeover(ctx, base, 21, 0, "{}"); err == nil {
+		t.Fatal("a zero window was accepted")
+	}
+}
