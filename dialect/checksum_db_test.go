@@ -17,6 +17,7 @@ type checksumCase struct {
 	rows    string
 	changes []string
 	same    string
+	cut     string // makes the hash text too long for the engine: the hash must be NULL
 }
 
 func TestChecksum(t *testing.T) {
@@ -79,6 +80,7 @@ func TestChecksum(t *testing.T) {
 				`UPDATE t SET k2 = 10 WHERE id = 5 AND k2 = 9`,
 			},
 			same: `UPDATE t SET s = s, _fence = 7`,
+			cut:  `SET SESSION group_concat_max_len = 1000`,
 		},
 	}
 	for name, c := range cases {
@@ -91,7 +93,7 @@ func TestChecksum(t *testing.T) {
 			}
 			cols := tableColumns(t, c.db, c.d, "t")
 			key := []string{"id", "k2"}
-			sum := func(conn *sql.Conn, lo, hi []any) (n int64, s string) {
+			hash := func(conn *sql.Conn, lo, hi []any) (n int64, s sql.NullString) {
 				t.Helper()
 				q := c.d.Checksum([]string{"t"}, cols, key, lo != nil, hi != nil)
 				values := make([]any, 2*len(key)) // lo's parts, then hi's
@@ -101,6 +103,14 @@ func TestChecksum(t *testing.T) {
 					t.Fatalf("%s: %v", q.SQL, err)
 				}
 				return n, s
+			}
+			sum := func(conn *sql.Conn, lo, hi []any) (int64, string) {
+				t.Helper()
+				n, s := hash(conn, lo, hi)
+				if !s.Valid {
+					t.Fatalf("no hash of %v < key <= %v", lo, hi)
+				}
+				return n, s.String
 			}
 			conn, err := c.db.Conn(ctx)
 			if err != nil {
@@ -148,6 +158,17 @@ func TestChecksum(t *testing.T) {
 			}
 			if _, s := sum(conn, nil, nil); s != base {
 				t.Errorf("checksum moved after %s: %s, was %s", c.same, s, base)
+			}
+			if _, s := sum(conn, []any{9, 9}, nil); s != "" {
+				t.Errorf("checksum of no row: %q, want empty", s)
+			}
+			if c.cut != "" {
+				if _, err := conn.ExecContext(ctx, c.cut); err != nil {
+					t.Fatal(err)
+				}
+				if _, s := hash(conn, nil, nil); s.Valid {
+					t.Errorf("after %s: hash %s of a cut text, want NULL", c.cut, s.String)
+				}
 			}
 		})
 	}
