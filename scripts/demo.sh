@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The demo: start local services, seed a 1M-row PostgreSQL table, migrate it
-# to another PostgreSQL database with the progress bar, SIGKILL the run
-# midway, run it again and watch it resume from the cursor, then show status
-# and compare both tables by SQL.
+# to another PostgreSQL database with two instances of the same plan,
+# SIGKILL the holder midway and watch the standby take over (its RTO
+# breakdown in the log and in its report), then show status, verify, and
+# compare both tables by SQL.
 #
 #   scripts/demo.sh            (DEMO_ROWS=1000000 by default)
 set -euo pipefail
@@ -59,27 +60,27 @@ redis-cli -u "$MIGRATE_TEST_REDIS" --scan --pattern 'migrate:{demo-orders:*' | x
 echo "plan: $dir/plan.yaml"; sed 's/^/  /' "$dir/plan.yaml"
 bin/migrate validate -p "$dir/plan.yaml"
 
-say "run 1: migrate run (will be SIGKILLed at about 40%)"
-bin/migrate run -p "$dir/plan.yaml" --instance demo-1 &
-pid=$!
+say "two instances of the same plan: demo-a takes the lease, demo-b stands by"
+bin/migrate run -p "$dir/plan.yaml" --instance demo-a --no-progress 2>"$dir/demo-a.log" >/dev/null &
+a=$!
+progress() { q "$dst" -c "SELECT coalesce(sum(rows_done),0) FROM _migrate_checkpoint WHERE plan = 'demo-orders'" 2>/dev/null || echo 0; }
+until [ "$(progress)" -gt 0 ]; do kill -0 "$a" 2>/dev/null || { cat "$dir/demo-a.log"; exit 1; }; sleep 0.1; done
+echo "demo-a (pid $a) holds the lease and copies; its log: $dir/demo-a.log"
+bin/migrate run -p "$dir/plan.yaml" --instance demo-b --no-progress &
+b=$!
 target=$((ROWS * 4 / 10))
-while kill -0 "$pid" 2>/dev/null; do
-  done_rows=$(q "$dst" -c "SELECT coalesce(sum(rows_done),0) FROM _migrate_checkpoint WHERE plan = 'demo-orders'" 2>/dev/null || echo 0)
-  if [ "${done_rows:-0}" -ge "$target" ]; then break; fi
-  sleep 0.2
-done
-kill -9 "$pid" 2>/dev/null || true
-wait "$pid" 2>/dev/null || true
-echo; echo "SIGKILLed the holder (pid $pid)"
+while kill -0 "$a" 2>/dev/null && [ "$(progress)" -lt "$target" ]; do sleep 0.2; done
+kill -9 "$a" 2>/dev/null || true
+wait "$a" 2>/dev/null || true
+say "SIGKILLed the holder demo-a at $(progress) rows: demo-b waits out its lease (TTL 5s), takes over with a higher token and resumes"
+bin/migrate status -p "$dir/plan.yaml"
+wait "$b"
 
-say "status after the crash: the cursor is durable, the dead holder's lease still counts down"
+say "status: the takeover and its RTO are kept for operators"
 bin/migrate status -p "$dir/plan.yaml"
 
-say "run 2: the same command again resumes from the cursor after the lease expires"
-bin/migrate run -p "$dir/plan.yaml" --instance demo-2
-
-say "status"
-bin/migrate status -p "$dir/plan.yaml"
+say "migrate verify (chunk checksums in each database, rows compared where they differ)"
+bin/migrate verify -p "$dir/plan.yaml" --no-progress
 
 say "comparing source and target by SQL"
 digest="SELECT count(*) || ' rows, md5 ' || md5(string_agg(concat_ws(',', id, ext_id, customer, amount, created_at), '|' ORDER BY id)) FROM orders"
@@ -89,4 +90,4 @@ if [ "$s" = "$t" ]; then echo "EQUAL"; else echo "DIFFERENT"; exit 1; fi
 
 say "rows the crash cost, from the target's own statistics"
 sleep 1 # backends report their counters when they end
-q "$dst" -c "SELECT 'row writes ' || (n_tup_ins + n_tup_upd) || ' for $ROWS rows: ' || (n_tup_ins + n_tup_upd - $ROWS) || ' written by the killed uncommitted batch or rewritten after the resume (at most one batch)' FROM pg_stat_user_tables WHERE relname = 'orders'"
+q "$dst" -c "SELECT 'row writes ' || (n_tup_ins + n_tup_upd) || ' for $ROWS rows: ' || (n_tup_ins + n_tup_upd - $ROWS) || ' written by the killed uncommitted batch or rewritten after the takeover (at most one batch)' FROM pg_stat_user_tables WHERE relname = 'orders'"
