@@ -40,15 +40,8 @@ func (d *decoder) decode(data []byte) (*Plan, *planPos) {
 		d.probs.add("", d.at(root), "a plan must be a mapping of keys (name, source, target, redis, tables, ...)")
 		return nil, nil
 	}
-	p := &Plan{
-		File:           d.file,
-		LeaseTTL:       DefaultLeaseTTL,
-		BatchSize:      DefaultBatchSize,
-		FenceColumn:    DefaultFenceColumn,
-		MaxRetries:     DefaultMaxRetries,
-		MaxTakeovers:   DefaultMaxTakeovers,
-		TakeoverWindow: DefaultTakeoverWindow,
-	}
+	p := withDefaults()
+	p.File = d.file
 	pp := &planPos{fields: newFields("", d.at(root))}
 	f := pp.fields
 	d.mapping(root, "plan", planKeys, func(key string, v *yaml.Node) {

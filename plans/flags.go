@@ -30,14 +30,7 @@ type Overrides struct {
 // Source, target, redis, table and key are required; the name defaults to a
 // slug of the table name ("public.orders" gives "public-orders").
 func FromFlags(o Overrides) (*Plan, error) {
-	p := &Plan{
-		LeaseTTL:       DefaultLeaseTTL,
-		BatchSize:      DefaultBatchSize,
-		FenceColumn:    DefaultFenceColumn,
-		MaxRetries:     DefaultMaxRetries,
-		MaxTakeovers:   DefaultMaxTakeovers,
-		TakeoverWindow: DefaultTakeoverWindow,
-	}
+	p := withDefaults()
 	pp := &planPos{fields: newFields("", flagsPos)}
 	if o.Name == "" {
 		o.Name = slug(o.Table)

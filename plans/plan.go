@@ -50,6 +50,19 @@ type Plan struct {
 	Tables         []Table // at least one
 }
 
+// withDefaults is a plan with every default set, before the file or the
+// flags say more.
+func withDefaults() *Plan {
+	return &Plan{
+		LeaseTTL:       DefaultLeaseTTL,
+		BatchSize:      DefaultBatchSize,
+		FenceColumn:    DefaultFenceColumn,
+		MaxRetries:     DefaultMaxRetries,
+		MaxTakeovers:   DefaultMaxTakeovers,
+		TakeoverWindow: DefaultTakeoverWindow,
+	}
+}
+
 // Table is one table to copy.
 type Table struct {
 	Name    string            // source table, optionally schema-qualified ("public.orders")
