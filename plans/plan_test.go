@@ -239,6 +239,14 @@ func TestParse_invalid(t *testing.T) {
 			},
 		},
 		{
+			name: "bad takeover limit",
+			yaml: header + "max_takeovers: 0\ntakeover_window: -1m\ntables: [{name: t, key: [id]}]\n",
+			want: []string{
+				"plan.yaml:5: max_takeovers 0 must be at least 1",
+				"plan.yaml:6: takeover_window -1m0s must be positive",
+			},
+		},
+		{
 			name: "out of range",
 			yaml: header + "lease_ttl: 100ms\nbatch_size: 0\ntables:\n  - name: t\n    key: [id]\n    shards: 0\n",
 			want: []string{
