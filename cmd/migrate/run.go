@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -28,6 +29,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	noProgress := fs.Bool("no-progress", false, "no progress bar even on a terminal")
 	report := fs.String("report", "", "with --dry-run: also write the forecast as a Markdown report to this file")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics while running, e.g. :9090 or 127.0.0.1:9090")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	memProfile := fs.String("memprofile", "", "write an allocation profile at the end of the run to this file (go tool pprof)")
 	dryRun := fs.Bool("dry-run", false, "report what the run would do (rows to insert or update, schema differences, DDL, an estimate); take no lease, write nothing")
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: migrate run -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify] [--metrics-addr ADDR]\n\nCopies every shard of the plan; run it again to resume after a crash.\nExample: migrate run -p orders.yaml --instance node-a")
@@ -40,6 +43,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return printFailure(stdout, *asJSON, &runner.Report{}, err)
 	}
+	stop, err := startProfiles(*cpuProfile, *memProfile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	var progress *bar
 	logTo := stderr
 	if !*noProgress && isTerminal(os.Stderr) {
@@ -153,6 +161,35 @@ func printDryRun(w io.Writer, d *runner.DryRun) {
 			fmt.Fprintf(w, "  %s would run:\n    %s\n", t.Table, strings.ReplaceAll(q, "\n", "\n    "))
 		}
 	}
+}
+
+// startProfiles starts a CPU profile into cpu and returns a function that
+// ends it and writes the allocation profile into mem; either name may be "".
+func startProfiles(cpu, mem string) (func(), error) {
+	var cpuFile *os.File
+	if cpu != "" {
+		f, err := os.Create(cpu)
+		if err != nil {
+			return nil, fmt.Errorf("cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("cpuprofile: %w", err)
+		}
+		cpuFile = f
+	}
+	return func() {
+		if cpuFile != nil {
+			pprof.StopCPUProfile()
+			_ = cpuFile.Close()
+		}
+		if mem != "" {
+			if f, err := os.Create(mem); err == nil {
+				_ = pprof.Lookup("allocs").WriteTo(f, 0)
+				_ = f.Close()
+			}
+		}
+	}, nil
 }
 
 func hostname() string {
