@@ -194,6 +194,18 @@ type Dialect interface {
 	// CheckpointList yields (table, shard, state, rows_done, last_key,
 	// token, updated_at) of a plan: args plan.
 	CheckpointList() string
+
+	// DrillCount yields (rows, older) of a target table for `migrate
+	// drill`: the rows within the shard range r — only those whose key is
+	// after a given key when after — and how many of them hold a token
+	// below a given one in the fence column. The logical values are the
+	// key's parts, then lo, then hi, then the token.
+	DrillCount(table, key []string, fence string, after bool, r Range) Query
+	// DrillDropTable drops a table if it exists (a drill's --reset).
+	DrillDropTable(table []string) string
+	// DrillForget deletes a plan's checkpoint and watermark rows (a
+	// drill's --reset); each statement takes the plan as its one arg.
+	DrillForget() []string
 }
 
 // Detector is a dialect that refines itself once connected, from the
@@ -236,4 +248,31 @@ func quoteList(d interface{ Quote(...string) string }, cols []string) string {
 		q[i] = d.Quote(c)
 	}
 	return strings.Join(q, ", ")
+}
+
+// The statements of `migrate drill` (package drill): counting what an old
+// holder may have left behind in a shard, and resetting a drill's target.
+
+// drillWhere is the WHERE clause of DrillCount: the key after a given key
+// (logical values 0..n-1) when after, and the shard range (lo is value n,
+// hi value n+1); ph adds a parameter and returns its placeholder.
+func drillWhere(d interface{ Quote(...string) string }, key []string, after bool, r Range, ph func(int) string) string {
+	var where []string
+	if after {
+		p := make([]string, len(key))
+		for i := range key {
+			p[i] = ph(i)
+		}
+		where = append(where, "("+quoteList(d, key)+") > ("+strings.Join(p, ", ")+")")
+	}
+	if r.Lo != nil {
+		where = append(where, d.Quote(key[0])+" > "+ph(len(key)))
+	}
+	if r.Hi != nil {
+		where = append(where, d.Quote(key[0])+" <= "+ph(len(key)+1))
+	}
+	if len(where) == 0 {
+		return ""
+	}
+	return " WHERE " + strings.Join(where, " AND ")
 }

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -97,8 +98,11 @@ func TestRun_MetricsAndStatus(t *testing.T) {
 	var last string
 	poll(t, 30*time.Second, "the standby's takeover in its metrics", func() bool {
 		var err error
-		last, err = get(addrB)
-		return err == nil && regexp.MustCompile(`migrate_takeovers_total\{[^}]*\} 1`).MatchString(last)
+		last, err = get(addrB) // the takeover's series are set one after the other
+		for _, name := range []string{"migrate_takeovers_total", "migrate_lease_expiry_reclaims_total", "migrate_last_rto_seconds", "migrate_predicted_rto_seconds"} {
+			err = errors.Join(err, errIfMissing(last, name))
+		}
+		return err == nil
 	})
 	wantMetric(t, last, `migrate_lease_expiry_reclaims_total{plan="`+e.name+`",shard="0",table="big"}`, 1)
 	wantMetric(t, last, `migrate_predicted_rto_seconds{plan="`+e.name+`",shard="0",table="big"}`, 2.2)
@@ -132,6 +136,13 @@ func TestRun_MetricsAndStatus(t *testing.T) {
 	if want := fmt.Sprintf("%dms (predicted <= 2200ms)", rep.Takeovers[0].RtoMs); !regexp.MustCompile(regexp.QuoteMeta(want)).MatchString(text.stdout) {
 		t.Errorf("status text lacks the last RTO %q:\n%s", want, text.stdout)
 	}
+}
+
+func errIfMissing(scraped, name string) error {
+	if !regexp.MustCompile(`(?m)^` + name + `\{`).MatchString(scraped) {
+		return fmt.Errorf("no %s", name)
+	}
+	return nil
 }
 
 // freeAddr is a loopback address with a port free a moment ago.

@@ -31,12 +31,14 @@ const usage = `migrate copies large tables between PostgreSQL and MySQL/MariaDB 
 checkpointed batches under a Redis lease, fenced at the target.
 
 Usage:
-  migrate run      -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify]
+  migrate run      -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify] [--metrics-addr ADDR]
   migrate status   -p PLAN [--json]
   migrate verify   -p PLAN [--json] [--report FILE.md] [--table NAME]
   migrate repair   -p PLAN [--table NAME] [--delete-extra] [--json]
   migrate validate -p PLAN
   migrate resume   -p PLAN [--table NAME] [--shard N]
+  migrate drill    -p PLAN KIND [--json] [--reset]   (KIND: kill, pause, short-pause,
+                   partition, late-write, redis-restart)
 
 Without -p, a single table is described by flags:
   --source URL --target URL --redis URL --table NAME --key COLS
@@ -70,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"resume":   resumeCmd,
 		"verify":   verifyCmd,
 		"repair":   repairCmd,
+		"drill":    drillCmd,
 	}
 	name := args[0]
 	if name == "-h" || name == "--help" || name == "help" {

@@ -1,0 +1,208 @@
+// Package drill runs fault drills against real services (SPEC §8): it starts
+// instances of the migrate binary on a plan — a holder and one or more
+// standbys — injects a fault into the holder (SIGKILL, SIGSTOP, a network
+// partition or a delayed write through an in-process toxiproxy, a Redis
+// restart), waits for the plan to finish, verifies source against target and
+// reports the takeover's RTO against the prediction, the rows replayed, the
+// stale writes the target rejected and any it accepted.
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/runner"
+)
+
+// Kind is a fault drill.
+type Kind string
+
+// The drills of SPEC §8.
+const (
+	Kill         Kind = "kill"          // SIGKILL of the holder
+	Pause        Kind = "pause"         // SIGSTOP of the holder until a standby took over, then SIGCONT
+	ShortPause   Kind = "short-pause"   // SIGSTOP shorter than TTL - renew interval - margin: no takeover
+	Partition    Kind = "partition"     // the holder cut from Redis and the target until a standby took over
+	RedisRestart Kind = "redis-restart" // Redis killed and restarted mid-copy, with and without persistence
+	LateWrite    Kind = "late-write"    // the holder's writes held by the proxy past the TTL, delivered after the takeover
+)
+
+// Kinds lists every drill.
+var Kinds = []Kind{Kill, Pause, ShortPause, Partition, RedisRestart, LateWrite}
+
+// Options configure a drill.
+type Options struct {
+	Kind Kind
+	Plan *plans.Plan // the plan, flags applied
+	// PlanArgs select the same plan in a child `migrate run`: -p FILE and
+	// the flags that override it, except the DSNs, which children get
+	// from the environment (MIGRATE_SOURCE, MIGRATE_TARGET, MIGRATE_REDIS)
+	// so no password shows in a process list.
+	PlanArgs []string
+	Binary   string // the migrate binary; default os.Executable()
+	// FaultAfter is how many rows the holder must have committed before
+	// the fault; default three batches.
+	FaultAfter int64
+	// HolderLatency slows the holder: every response of the target to it
+	// comes this much later (a latency toxic on its proxy), so that a small
+	// table's copy lasts long enough for the fault.
+	HolderLatency time.Duration
+	Standbys      int    // standby instances; default 1
+	Persistence   string // redis-restart: "on", "off" or "both" (default)
+	// Reset lets the drill start over on a plan that has run before: it
+	// drops the plan's target tables and deletes its checkpoint and
+	// watermark rows and its Redis keys. Without it such a plan is refused
+	// with ErrNotFresh.
+	Reset       bool
+	RedisServer string       // redis-server binary for redis-restart; default from PATH
+	Log         *slog.Logger // the drill's log
+	ChildLog    io.Writer    // the instances' logs, each line prefixed; nil: kept for the report only
+}
+
+func (o *Options) defaults() error {
+	if !slices.Contains(Kinds, o.Kind) {
+		return fmt.Errorf("drill: unknown kind %q (one of %s)", o.Kind, kindList())
+	}
+	if o.Plan == nil {
+		return errors.New("drill: no plan")
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("drill: find the migrate binary: %w", err)
+		}
+		o.Binary = exe
+	}
+	if o.FaultAfter <= 0 {
+		o.FaultAfter = 3 * int64(o.Plan.BatchSize)
+	}
+	if o.Standbys <= 0 {
+		o.Standbys = 1
+	}
+	if o.Standbys > 8 {
+		return fmt.Errorf("drill: %d standbys; at most 8", o.Standbys)
+	}
+	if o.Persistence == "" {
+		o.Persistence = "both"
+	}
+	if !slices.Contains([]string{"on", "off", "both"}, o.Persistence) {
+		return fmt.Errorf("drill: persistence %q: want on, off or both", o.Persistence)
+	}
+	if o.HolderLatency < 0 {
+		return errors.New("drill: negative holder latency")
+	}
+	return nil
+}
+
+func kindList() string {
+	s := make([]string, len(Kinds))
+	for i, k := range Kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
+
+// Run runs the drill of o.Kind (redis-restart once per persistence asked)
+// and returns its reports. The error is for a drill that could not run: a
+// bad option, unreachable services, a plan that is not fresh (ErrNotFresh).
+// A drill that ran and failed its criteria returns a Result with Pass false.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	tgt, err := openTarget(ctx, o.Plan)
+	if err != nil {
+		return nil, err
+	}
+	defer tgt.close()
+	if err := prepare(ctx, o, tgt); err != nil {
+		return nil, err
+	}
+	variants := []string{""}
+	if o.Kind == RedisRestart {
+		variants = []string{o.Persistence}
+		if o.Persistence == "both" {
+			variants = []string{"off", "on"}
+		}
+	}
+	res := &Result{Plan: o.Plan.Name, Pass: true, Drills: []Report{}}
+	for i, v := range variants {
+		if i > 0 { // the drill's own leftovers: start the next one fresh
+			if err := tgt.reset(ctx); err != nil {
+				return res, err
+			}
+		}
+		rep := runOne(ctx, o, tgt, v)
+		res.Drills = append(res.Drills, rep)
+		res.Pass = res.Pass && rep.Pass
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+	}
+	return res, nil
+}
+
+// prepare refuses a plan that is in use or has run before (unless Reset,
+// which then starts it over).
+func prepare(ctx context.Context, o Options, tgt *target) error {
+	dirt, err := tgt.dirt(ctx)
+	if err != nil {
+		return err
+	}
+	r, err := runner.Open(ctx, o.Plan, runner.Options{Log: o.Log}, true)
+	if err != nil {
+		return err
+	}
+	st, err := r.Status(ctx)
+	r.Close()
+	if err != nil {
+		return err
+	}
+	if len(st.Tables) > 0 {
+		dirt = append(dirt, fmt.Sprintf("the target holds %d checkpoints of plan %s", len(st.Tables), o.Plan.Name))
+	}
+	rdb, err := openRedis(o.Plan.Redis)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	leases, keys, err := leaseKeys(ctx, rdb, o.Plan.Name)
+	if err != nil {
+		return fmt.Errorf("redis %s: %w", o.Plan.Redis, err)
+	}
+	if len(leases) > 0 {
+		return fmt.Errorf("%w: a lease of plan %s is held (%s): an instance is running it; stop it before a drill",
+			ErrNotFresh, o.Plan.Name, strings.Join(leases, ", "))
+	}
+	if len(keys) > 0 {
+		dirt = append(dirt, fmt.Sprintf("Redis holds %d keys of plan %s", len(keys), o.Plan.Name))
+	}
+	if len(dirt) == 0 {
+		return nil
+	}
+	if !o.Reset {
+		return fmt.Errorf("%w: %s; a drill starts from an empty target: give --reset to drop the target tables and the plan's checkpoints, watermarks and Redis keys",
+			ErrNotFresh, strings.Join(dirt, ", "))
+	}
+	o.Log.Warn("--reset: dropping the plan's target tables, checkpoints, watermarks and Redis keys", "plan", o.Plan.Name, "found", strings.Join(dirt, ", "))
+	if err := tgt.reset(ctx); err != nil {
+		return err
+	}
+	if len(keys) > 0 {
+		if err := rdb.Del(ctx, keys...).Err(); err != nil {
+			return fmt.Errorf("redis %s: %w", o.Plan.Redis, err)
+		}
+	}
+	return nil
+}

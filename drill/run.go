@@ -1,0 +1,409 @@
+package drill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/runner"
+)
+
+// Instance labels: the holder is drill-a, the standbys drill-b, drill-c, …
+const holderName = "drill-a"
+
+// standbyLog is what a standby logs when it starts waiting for a lease
+// (runner); standbyGrace is how long the drill waits to see it.
+const (
+	standbyLog   = "lease held by another instance"
+	standbyGrace = 10 * time.Second
+)
+
+type shardKey struct {
+	table string
+	shard int
+}
+
+// drill is one drill in progress.
+type drill struct {
+	o        Options
+	plan     *plans.Plan // as the instances see it (redis-restart: the drill's own Redis)
+	tgt      *target
+	rep      *Report
+	start    time.Time
+	log      *slog.Logger
+	status   *runner.Runner
+	w        *watcher
+	holder   *child
+	standbys []*child
+	tproxy   *Proxy // the holder's way to the target
+	rproxy   *Proxy // the holder's way to Redis
+	redis    *redisServer
+	owner    string             // the holder's owner id
+	tokens   map[shardKey]int64 // the holder's token per shard at the fault
+	taken    time.Time          // when the takeover was seen
+	faultAt  time.Time
+	late     Held
+}
+
+// runOne runs one drill; persistence is "on" or "off" for redis-restart.
+func runOne(ctx context.Context, o Options, tgt *target, persistence string) Report {
+	ttl := o.Plan.LeaseTTL
+	d := &drill{o: o, plan: o.Plan, tgt: tgt, start: time.Now(), tokens: map[shardKey]int64{},
+		log: o.Log.With("drill", string(o.Kind)+map[string]string{"": "", "on": "/persistent", "off": "/volatile"}[persistence]),
+		rep: &Report{Kind: o.Kind, Persistence: persistence, TTLMs: ttl.Milliseconds(), BatchSize: o.Plan.BatchSize,
+			PredictedRtoMs: (ttl + ttl/10).Milliseconds(), Instances: []Instance{}, Takeovers: []Takeover{}, Shards: []ShardOutcome{}, History: []Event{}}}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer d.close()
+	err := d.drive(ctx, persistence)
+	if err != nil {
+		d.rep.Error = err.Error()
+		d.log.Error("drill failed", "err", err)
+		for _, c := range d.children() {
+			c.wait(ctx, time.Millisecond) // stop what is left
+		}
+	}
+	d.collect(ctx)
+	d.rep.evaluate()
+	if !d.rep.Pass {
+		for i := range d.rep.Instances {
+			d.rep.Instances[i].LogTail = d.children()[i].stderr.tail(20)
+		}
+	}
+	d.log.Info("drill finished", "pass", d.rep.Pass)
+	return *d.rep
+}
+
+func (d *drill) children() []*child {
+	if d.holder == nil {
+		return nil
+	}
+	return append([]*child{d.holder}, d.standbys...)
+}
+
+func (d *drill) close() {
+	for _, c := range d.children() {
+		if !c.exited() {
+			c.wait(context.Background(), time.Millisecond)
+		}
+	}
+	for _, p := range []*Proxy{d.tproxy, d.rproxy} {
+		if p != nil {
+			p.Close()
+		}
+	}
+	if d.status != nil {
+		d.status.Close()
+	}
+	if d.redis != nil {
+		d.redis.kill()
+		_ = os.RemoveAll(d.redis.dir)
+	}
+}
+
+// drive sets the drill up, starts the instances, injects the fault and
+// waits for every instance to end.
+func (d *drill) drive(ctx context.Context, persistence string) error {
+	if d.o.Kind == RedisRestart {
+		if err := d.startRedis(ctx, persistence == "on"); err != nil {
+			return err
+		}
+	}
+	env, holderEnv, err := d.proxies()
+	if err != nil {
+		return err
+	}
+	if d.status, err = runner.Open(ctx, d.plan, runner.Options{Log: slog.New(slog.DiscardHandler)}, true); err != nil {
+		return err
+	}
+	d.w = newWatcher(d.status, d.plan.LeaseTTL, d.start, d.log)
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go d.w.run(wctx)
+
+	d.log.Info("starting the holder", "instance", holderName, "target_proxy", d.tproxy.Addr(), "redis_proxy", d.rproxy.Addr(), "holder_latency", d.o.HolderLatency)
+	if d.holder, err = startChild(ctx, d.o.Binary, holderName, "holder", d.o.PlanArgs, holderEnv, d.o.ChildLog); err != nil {
+		return fmt.Errorf("drill: start the holder: %w", err)
+	}
+	if err := d.waitHolder(ctx); err != nil {
+		return err
+	}
+	for i := range d.o.Standbys {
+		name := fmt.Sprintf("drill-%c", 'b'+i)
+		c, err := startChild(ctx, d.o.Binary, name, "standby", d.o.PlanArgs, env, d.o.ChildLog)
+		if err != nil {
+			return fmt.Errorf("drill: start standby %s: %w", name, err)
+		}
+		d.standbys = append(d.standbys, c)
+	}
+	if err := d.waitStandbys(ctx); err != nil {
+		return err
+	}
+	if err := d.inject(ctx); err != nil {
+		return err
+	}
+	return d.finish(ctx)
+}
+
+// startRedis starts the drill's own Redis; the instances use it instead of
+// the plan's.
+func (d *drill) startRedis(ctx context.Context, persist bool) error {
+	bin, err := findRedisServer(d.o.RedisServer)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "migrate-drill-redis-")
+	if err != nil {
+		return err
+	}
+	if d.redis, err = startRedis(ctx, bin, dir, persist); err != nil {
+		_ = os.RemoveAll(dir)
+		return err
+	}
+	dsn, err := plans.ParseDSN(d.redis.url())
+	if err != nil {
+		return err
+	}
+	p := *d.plan
+	p.Redis = dsn
+	d.plan = &p
+	d.log.Info("started a private redis-server", "redis", dsn, "persistent", persist)
+	return nil
+}
+
+// proxies starts the holder's proxies to the target and to Redis, and
+// returns the standbys' and the holder's environments.
+func (d *drill) proxies() (env, holderEnv []string, err error) {
+	up := func(dsn plans.DSN, name string) (*Proxy, plans.DSN, error) {
+		addr, err := hostPort(dsn)
+		if err != nil {
+			return nil, plans.DSN{}, err
+		}
+		p, err := NewProxy(name, addr)
+		if err != nil {
+			return nil, plans.DSN{}, err
+		}
+		via, err := redirect(dsn, p.Addr())
+		return p, via, err
+	}
+	var tdsn, rdsn plans.DSN
+	if d.tproxy, tdsn, err = up(d.plan.Target, "target"); err != nil {
+		return nil, nil, err
+	}
+	if d.rproxy, rdsn, err = up(d.plan.Redis, "redis"); err != nil {
+		return nil, nil, err
+	}
+	if d.o.HolderLatency > 0 {
+		if err := d.tproxy.Slow(d.o.HolderLatency); err != nil {
+			return nil, nil, err
+		}
+	}
+	vars := func(target, redis plans.DSN) []string {
+		return []string{"MIGRATE_SOURCE=" + d.plan.Source.Secret(), "MIGRATE_TARGET=" + target.Secret(), "MIGRATE_REDIS=" + redis.Secret()}
+	}
+	return vars(d.plan.Target, d.plan.Redis), vars(tdsn, rdsn), nil
+}
+
+// shards lists every shard of the plan.
+func (d *drill) shards() []shardKey {
+	var out []shardKey
+	for _, t := range d.plan.Tables {
+		for i := range t.Shards {
+			out = append(out, shardKey{t.Name, i})
+		}
+	}
+	return out
+}
+
+func rowsDone(st *runner.Status) int64 {
+	var n int64
+	for _, t := range st.Tables {
+		n += t.RowsDone
+	}
+	return n
+}
+
+// waitHolder waits until the holder holds every shard's lease and has
+// committed FaultAfter rows, and records its owner id and tokens.
+func (d *drill) waitHolder(ctx context.Context) error {
+	var finished string
+	err := d.w.waitFor(ctx, 2*time.Minute, "the holder holding every shard with "+fmt.Sprint(d.o.FaultAfter)+" rows committed", func(st *runner.Status) bool {
+		for _, t := range st.Tables {
+			if t.State == "done" {
+				finished = fmt.Sprintf("%s#%d", t.Table, t.Shard)
+				return true
+			}
+		}
+		held := map[shardKey]runner.LeaseStatus{}
+		for _, l := range st.Leases {
+			if strings.HasPrefix(l.Owner, holderName+"-") {
+				held[shardKey{l.Table, l.Shard}] = l
+			}
+		}
+		if len(held) < len(d.shards()) || rowsDone(st) < d.o.FaultAfter {
+			return false
+		}
+		for k, l := range held {
+			d.owner, d.tokens[k] = l.Owner, l.Token
+		}
+		return true
+	}, d.holder)
+	if err == nil && finished != "" {
+		err = fmt.Errorf("drill: the holder finished %s before the fault: the copy is too short; use a larger table, a smaller --rows or a --holder-latency", finished)
+	}
+	if err == nil {
+		d.log.Info("the holder holds every shard", "owner", d.owner, "rows", d.o.FaultAfter)
+	}
+	return err
+}
+
+// waitStandbys waits until every standby logs that it waits for the
+// holder's leases. Should that log line ever change, it goes on after
+// standbyGrace.
+func (d *drill) waitStandbys(ctx context.Context) error {
+	deadline := time.Now().Add(standbyGrace)
+	for _, c := range d.standbys {
+		for c.stderr.count(standbyLog) < len(d.shards()) {
+			for _, x := range d.children() {
+				if x.exited() {
+					return fmt.Errorf("drill: waiting for the standbys: %w", errAborted{x})
+				}
+			}
+			if time.Now().After(deadline) {
+				d.log.Warn("no standby logged that it waits for a lease; going on", "standby", c.name, "after", standbyGrace)
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	d.log.Info("the standbys are waiting", "standbys", len(d.standbys))
+	return nil
+}
+
+// takeoverSeen waits until a standby has claimed the fence of every shard
+// the holder held.
+func (d *drill) takeoverSeen(ctx context.Context) error {
+	ttl := d.plan.LeaseTTL
+	err := d.w.waitFor(ctx, 5*ttl+30*time.Second, "a takeover of every shard", func(st *runner.Status) bool {
+		n := 0
+		for _, t := range st.Tables {
+			if tok, ok := d.tokens[shardKey{t.Table, t.Shard}]; ok && t.Watermark > tok && !strings.HasPrefix(t.Holder, holderName+"-") {
+				n++
+			}
+		}
+		return n == len(d.tokens)
+	}, d.standbys...)
+	if err == nil {
+		d.taken = time.Now()
+		d.log.Info("takeover seen: a standby claimed every shard's watermark")
+	}
+	return err
+}
+
+// inject applies the drill's fault and undoes it when the kind says so.
+func (d *drill) inject(ctx context.Context) (err error) {
+	if st, _ := d.w.latest(); st != nil {
+		d.rep.FaultAtRows = rowsDone(st)
+	}
+	ttl := d.plan.LeaseTTL
+	d.faultAt = time.Now()
+	defer func() { d.rep.FaultMs = time.Since(d.faultAt).Milliseconds() }()
+	d.log.Info("injecting the fault", "rows", d.rep.FaultAtRows)
+	switch d.o.Kind {
+	case Kill:
+		err = d.holder.signal(syscall.SIGKILL)
+		d.holder.wait(ctx, 10*time.Second)
+		d.rep.FaultMs = 0
+	case Pause, ShortPause:
+		if err = d.holder.signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		if d.o.Kind == Pause {
+			err = d.longFault(ctx)
+		} else {
+			err = sleep(ctx, shortPause(ttl))
+		}
+		err = errors.Join(err, d.holder.signal(syscall.SIGCONT))
+	case Partition:
+		if err = errors.Join(d.rproxy.Cut(), d.tproxy.Cut()); err == nil {
+			err = d.longFault(ctx)
+		}
+		err = errors.Join(err, d.rproxy.Heal(), d.tproxy.Heal())
+	case LateWrite:
+		if err = errors.Join(d.rproxy.Cut(), d.tproxy.Hold(10*ttl+time.Minute)); err == nil {
+			err = d.longFault(ctx)
+		}
+		if h := d.tproxy.Holding(); err == nil && h.Chunks > 0 {
+			err = sleep(ctx, ttl-time.Since(h.First)) // every byte held past the TTL
+		}
+		var rerr error
+		d.late, rerr = d.tproxy.Release()
+		d.log.Info("released the held writes", "bytes", d.late.Bytes, "held", d.late.Released.Sub(d.late.First))
+		err = errors.Join(err, rerr, d.rproxy.Heal())
+	case RedisRestart:
+		d.redis.kill()
+		err = d.redis.start(ctx)
+	}
+	return err
+}
+
+// longFault lets a fault last until a standby has taken over, and at least
+// the lease TTL.
+func (d *drill) longFault(ctx context.Context) error {
+	if err := d.takeoverSeen(ctx); err != nil {
+		return err
+	}
+	return sleep(ctx, d.plan.LeaseTTL-time.Since(d.faultAt))
+}
+
+// shortPause is how long the short-pause drill stops the holder: half of
+// what its lease tolerates, TTL - renew interval (TTL/3) - margin (TTL/10)
+// - drift (TTL/100).
+func shortPause(ttl time.Duration) time.Duration {
+	return (ttl - ttl/3 - ttl/10 - ttl/100) / 2
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// finish waits for every instance to end. A holder that lost its lease must
+// stop within a few TTLs; one that keeps it, and the standbys, copy the rest
+// of the plan first.
+func (d *drill) finish(ctx context.Context) error {
+	limit := 3*d.plan.LeaseTTL + 30*time.Second
+	if d.o.Kind == ShortPause || d.o.Kind == RedisRestart && d.rep.Persistence == "on" {
+		limit = 0
+	}
+	if !d.holder.exited() && !d.holder.wait(ctx, limit) {
+		return fmt.Errorf("drill: the holder did not exit within %v after the fault; killed", limit)
+	}
+	d.log.Info("the holder exited", "exit", d.holder.exitCode())
+	for _, c := range d.standbys {
+		if !c.wait(ctx, 0) {
+			return ctx.Err()
+		}
+		d.log.Info("a standby exited", "instance", c.name, "exit", c.exitCode())
+	}
+	return nil
+}

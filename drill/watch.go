@@ -1,0 +1,144 @@
+package drill
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/migrate-dev/migrate/runner"
+)
+
+// watcher samples the plan's durable state (`migrate status`: checkpoints,
+// fence watermarks, leases) while a drill runs, and records every change of
+// a shard's lease or watermark.
+type watcher struct {
+	r     *runner.Runner
+	every time.Duration
+	start time.Time
+	log   *slog.Logger
+
+	mu      sync.Mutex
+	last    *runner.Status
+	changed chan struct{} // closed and replaced at each new sample
+	history []Event
+	seen    map[string]Event // last event per shard and kind
+}
+
+// Event is one change seen in a shard's lease (Redis) or fence watermark
+// (target).
+type Event struct {
+	AtMs  int64  `json:"at_ms"` // since the drill started
+	Kind  string `json:"kind"`  // "lease" or "fence"
+	Table string `json:"table"`
+	Shard int    `json:"shard"`
+	Owner string `json:"owner"` // "" when the lease is free
+	Token int64  `json:"token"`
+}
+
+func newWatcher(r *runner.Runner, ttl time.Duration, start time.Time, log *slog.Logger) *watcher {
+	return &watcher{r: r, every: min(max(ttl/20, 20*time.Millisecond), 250*time.Millisecond), start: start, log: log,
+		changed: make(chan struct{}), seen: map[string]Event{}}
+}
+
+// run samples until ctx ends. A failed sample (Redis restarting) is skipped.
+func (w *watcher) run(ctx context.Context) {
+	t := time.NewTicker(w.every)
+	defer t.Stop()
+	for {
+		st, err := w.r.Status(ctx)
+		if err == nil {
+			w.record(st)
+		} else if ctx.Err() == nil {
+			w.log.Debug("status sample failed", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (w *watcher) record(st *runner.Status) {
+	at := time.Since(w.start).Milliseconds()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	note := func(e Event) {
+		k := fmt.Sprintf("%s\x00%s\x00%d", e.Kind, e.Table, e.Shard)
+		if prev, ok := w.seen[k]; ok && prev.Owner == e.Owner && prev.Token == e.Token {
+			return
+		}
+		if _, ok := w.seen[k]; !ok && e.Owner == "" && e.Token == 0 {
+			return // nothing yet
+		}
+		e.AtMs = at
+		w.seen[k] = e
+		w.history = append(w.history, e)
+	}
+	held := map[string]bool{}
+	for _, l := range st.Leases {
+		held[fmt.Sprintf("%s\x00%d", l.Table, l.Shard)] = true
+		note(Event{Kind: "lease", Table: l.Table, Shard: l.Shard, Owner: l.Owner, Token: l.Token})
+	}
+	for _, t := range st.Tables {
+		if !held[fmt.Sprintf("%s\x00%d", t.Table, t.Shard)] {
+			note(Event{Kind: "lease", Table: t.Table, Shard: t.Shard})
+		}
+		if t.Watermark > 0 {
+			note(Event{Kind: "fence", Table: t.Table, Shard: t.Shard, Owner: t.Holder, Token: t.Watermark})
+		}
+	}
+	w.last = st
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// events returns the changes recorded so far.
+func (w *watcher) events() []Event {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Event{}, w.history...)
+}
+
+// latest returns the last sample (nil before the first) and a channel
+// closed at the next one.
+func (w *watcher) latest() (*runner.Status, <-chan struct{}) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.last, w.changed
+}
+
+// errAborted means a process the drill depends on exited while it waited.
+type errAborted struct{ who *child }
+
+func (e errAborted) Error() string {
+	return fmt.Sprintf("%s (%s) exited with code %d", e.who.name, e.who.role, e.who.exitCode())
+}
+
+// waitFor waits until cond holds for a sample, at most limit; it fails
+// early when one of alive exits.
+func (w *watcher) waitFor(ctx context.Context, limit time.Duration, what string, cond func(*runner.Status) bool, alive ...*child) error {
+	timeout := time.NewTimer(limit)
+	defer timeout.Stop()
+	for {
+		st, next := w.latest()
+		if st != nil && cond(st) {
+			return nil
+		}
+		for _, c := range alive {
+			if c.exited() {
+				return fmt.Errorf("drill: waiting for %s: %w", what, errAborted{c})
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout.C:
+			return fmt.Errorf("drill: %s did not happen within %v", what, limit)
+		case <-next:
+		case <-time.After(w.every): // re-check the processes
+		}
+	}
+}
