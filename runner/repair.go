@@ -177,7 +177,7 @@ func (r *Runner) holdAll(ctx context.Context, t plans.Table) ([]shardLease, erro
 				return held, err
 			}
 			tok := fence.Token(lease.Token())
-			cur, err := r.takeover(lease, cp.Shard, tok, lease.Owner())
+			cur, _, err := r.takeover(lease, cp.Shard, tok, lease.Owner())
 			var rc errReclaim
 			if errors.As(err, &rc) && attempt < 3 {
 				r.release(ctx, lease)

@@ -137,7 +137,7 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	log := r.log.With("shard", s.String(), "token", int64(t))
 	lctx := lease.Context()
 	recoverStart := time.Now()
-	cp, err := r.takeover(lease, s, t, owner)
+	cp, last, err := r.takeover(lease, s, t, owner)
 	if err != nil {
 		var rc errReclaim
 		if errors.As(err, &rc) || lctx.Err() != nil {
@@ -156,16 +156,23 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	m.SetState(s.Table, s.Index, string(cursor.Running))
 	m.SetToken(s.Table, s.Index, int64(t))
 	m.CursorMoved(s.Table, s.Index, time.Now())
-	prev := lease.Previous()
+	prev, wait := lease.Previous(), lease.Wait()
+	if (prev.Owner == "" || prev.Owner == owner) && last.owner != "" && last.owner != owner && cp.State == cursor.Running {
+		// Redis lost the lease's record (L4; our own refused first attempt
+		// may have written one since), but the fence row still names the
+		// last holder: a takeover all the same, waited for since that
+		// holder's last commit.
+		prev, wait = lock.Holder{Owner: last.owner, Token: int64(last.token)}, max(time.Since(cp.UpdatedAt), 0)
+	}
 	var tk *Takeover
 	if prev.Owner != "" && !prev.Released {
 		tk = &Takeover{
 			Table: j.table.Name, Target: j.table.Target, Shard: s.Index, Token: int64(t),
 			PreviousOwner: prev.Owner, PreviousToken: prev.Token,
-			WaitMs: lease.Wait().Milliseconds(), ElectMs: elect.Milliseconds(), RecoverMs: recoverDur.Milliseconds(),
+			WaitMs: wait.Milliseconds(), ElectMs: elect.Milliseconds(), RecoverMs: recoverDur.Milliseconds(),
 			PredictedRtoMs: r.predictedRTO().Milliseconds(), ResumedAfter: fmt.Sprint(cp.LastKey), ResumeKey: cp.LastText,
 		}
-		log.Info("taking over", "previous_owner", prev.Owner, "previous_token", prev.Token, "wait", lease.Wait(), "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
+		log.Info("taking over", "previous_owner", prev.Owner, "previous_token", prev.Token, "wait", wait, "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
 		if n := r.countTakeover(lctx, s, tk, log); n > int64(r.plan.MaxTakeovers) {
 			m.RecoveryFailed(s.Table, s.Index)
 			why := fmt.Errorf("%w: %s was taken over %d times within %v (max_takeovers %d): something stops every holder",
@@ -343,11 +350,21 @@ func (r *Runner) targetRows(ctx context.Context, j shardJob, rows [][]any) ([][]
 	return out, res.Err()
 }
 
+// watermark is a fence row as it was before a claim.
+type watermark struct {
+	token fence.Token
+	owner string
+}
+
 // takeover is C2: one transaction raises the watermark strictly to t (which
 // waits out any in-flight transaction of the old holder) and reads the
-// checkpoint.
-func (r *Runner) takeover(lease *lock.Lease, s fence.Shard, t fence.Token, owner string) (cp cursor.Checkpoint, err error) {
+// checkpoint. It also returns the watermark it replaced.
+func (r *Runner) takeover(lease *lock.Lease, s fence.Shard, t fence.Token, owner string) (cp cursor.Checkpoint, last watermark, err error) {
 	err = r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		if last.token, last.owner, err = r.fence.Watermark(ctx, tx, s); err != nil {
+			return err
+		}
 		if err := r.fence.Claim(ctx, tx, s, t, owner); err != nil {
 			var st *fence.StaleError
 			if errors.As(err, &st) {
@@ -358,7 +375,7 @@ func (r *Runner) takeover(lease *lock.Lease, s fence.Shard, t fence.Token, owner
 		cp, err = r.cursor.ReadForUpdate(ctx, tx, s)
 		return err
 	})
-	return cp, err
+	return cp, last, err
 }
 
 // setState records the shard's state, fenced like a batch.

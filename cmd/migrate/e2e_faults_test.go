@@ -282,6 +282,12 @@ func TestRun_FlushallRedis_L4(t *testing.T) {
 	if rep.RowsWritten != n-before.rowsDone || rep.StaleRejections != 0 {
 		t.Errorf("rows_written %d stale_rejections %d, want %d and 0", rep.RowsWritten, rep.StaleRejections, n-before.rowsDone)
 	}
+	// Redis forgot the lease, the target did not: still a takeover, from the
+	// holder the fence row names.
+	if len(rep.Takeovers) != 1 || !strings.HasPrefix(rep.Takeovers[0].PreviousOwner, "before-") ||
+		rep.Takeovers[0].PreviousToken != w || rep.Takeovers[0].ReplayedRows != 0 {
+		t.Errorf("takeovers %+v, want one from the killed holder with token %d", rep.Takeovers, w)
+	}
 	if cp := readCheckpoint(t, e.dst, e.name, "big", 0); cp.state != "done" || cp.rowsDone != n || cp.token != tok {
 		t.Errorf("checkpoint %+v, want done, %d rows, token %d", cp, n, tok)
 	}
