@@ -84,7 +84,7 @@ shared_buffers = 256MB
 CONF
   fi
   mkdir -p "$DIR/pgsock"; touch "$DIR/pg.log"; chown postgres "$DIR/pg.log" "$DIR/pgsock"
-  if ! runuser -u postgres -- "$bin/pg_ctl" -D "$data" -l "$DIR/pg.log" -w -t 60 start >&2 9>&-; then
+  if ! runuser -u postgres -- "$bin/pg_ctl" -D "$data" -o "-p $PG_PORT" -l "$DIR/pg.log" -w -t 60 start >&2 9>&-; then
     log "PostgreSQL did not start on 127.0.0.1:$PG_PORT; the end of $DIR/pg.log:"
     tail -n 5 "$DIR/pg.log" >&2
     return 1
