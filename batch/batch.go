@@ -81,6 +81,9 @@ type Spec struct {
 	BatchSize   int
 	MaxRetries  int
 	Convert     Convert // nil: values go to the target as read
+	// Types are the target's columns in Columns' order; with them a target
+	// dialect that is a dialect.BulkInserter writes new rows in bulk.
+	Types []dialect.Column
 }
 
 // Progress is reported after each committed batch.
@@ -142,6 +145,11 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token
 	go c.read(rctx, spec, keyIdx, after, pages)
 
 	var avg time.Duration // moving average of a batch's write time
+	// Rows beyond the cursor are new unless the target held rows before the
+	// run: those batches are written by bulk insert until one conflicts,
+	// then by the fenced upsert.
+	_, bulk := c.TargetSQL.(dialect.BulkInserter)
+	bulk = bulk && len(spec.Types) == len(spec.Columns)
 	for {
 		var pg page
 		select {
@@ -163,7 +171,7 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token
 		last := keyOf(pg.rows[len(pg.rows)-1], keyIdx)
 		start := time.Now()
 		done += int64(len(pg.rows))
-		ins, upd, err := c.writeRetrying(ctx, spec, lease, t, owner, pg.rows, last, done, &avg)
+		ins, upd, err := c.writeRetrying(ctx, spec, lease, t, owner, pg.rows, last, done, &avg, &bulk)
 		if err != nil {
 			return res, err
 		}
@@ -318,7 +326,7 @@ func (c *Copier) ReadLast(ctx context.Context, spec Spec, last []any) ([][]any, 
 // WriteRows upserts rows in one fenced transaction under lease, like a
 // batch but without moving the cursor (for repair).
 func (c *Copier) WriteRows(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any) (ins, upd int64, err error) {
-	return c.write(ctx, spec, lease, t, owner, rows, nil, 0)
+	return c.write(ctx, spec, lease, t, owner, rows, nil, 0, false)
 }
 
 // DeleteRows deletes the target rows with the given keys in one fenced
@@ -374,14 +382,21 @@ func (c *Copier) SampleRead(ctx context.Context, spec Spec, pages int) (int64, e
 
 // writeRetrying writes one batch, retrying transient failures with backoff;
 // each attempt is one whole transaction.
-func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any, done int64, avg *time.Duration) (ins, upd int64, err error) {
+func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any, done int64, avg *time.Duration, bulk *bool) (ins, upd int64, err error) {
 	err = retry(ctx, spec.MaxRetries, func() error {
 		if err := waitForRunway(ctx, lease, *avg); err != nil {
 			return err
 		}
 		start := time.Now()
 		var err error
-		ins, upd, err = c.write(ctx, spec, lease, t, owner, rows, last, done)
+		ins, upd, err = c.write(ctx, spec, lease, t, owner, rows, last, done, *bulk)
+		if errors.Is(err, dialect.ErrConflict) || errors.Is(err, dialect.ErrNotBulk) {
+			*bulk = false
+			if c.Log != nil {
+				c.Log.Info("writing by upsert from here", "shard", spec.Shard.String(), "why", err)
+			}
+			ins, upd, err = c.write(ctx, spec, lease, t, owner, rows, last, done, false)
+		}
 		if err == nil {
 			d := time.Since(start)
 			if *avg == 0 {
@@ -414,8 +429,23 @@ func waitForRunway(ctx context.Context, lease Lease, avg time.Duration) error {
 	return nil
 }
 
-func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any, done int64) (ins, upd int64, err error) {
-	tx, tctx, cancel, err := Begin(c.Target, c.TargetSQL, lease)
+// write writes one batch in one transaction: fence check, rows (by bulk
+// insert when bulk, else by the fenced upsert), cursor advance.
+func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any, done int64, bulk bool) (ins, upd int64, err error) {
+	var conn *sql.Conn
+	if bulk {
+		if conn, err = c.Target.Conn(ctx); err != nil {
+			return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
+		}
+		defer conn.Close()
+	}
+	var db interface {
+		BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+	} = c.Target
+	if conn != nil {
+		db = conn
+	}
+	tx, tctx, cancel, err := begin(db, c.TargetSQL, lease)
 	if err != nil {
 		return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
 	}
@@ -431,11 +461,21 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 		}
 		return 0, 0, err
 	}
+	if bulk {
+		err := c.TargetSQL.(dialect.BulkInserter).InsertNew(tctx, conn, spec.Target, spec.Types, spec.FenceColumn, int64(t), rows)
+		if err != nil {
+			return 0, 0, fmt.Errorf("insert batch of %s up to %v: %w", spec.Shard, last, err)
+		}
+		ins = int64(len(rows))
+	}
 	keyIdx, err := keyIndexes(spec)
 	if err != nil {
 		return 0, 0, permanent{err}
 	}
 	for _, chunk := range chunks(rows, (c.TargetSQL.MaxParams()-1)/(len(spec.Columns)+1)) {
+		if bulk {
+			break
+		}
 		i, u, err := c.upsert(tctx, tx, spec, keyIdx, t, chunk)
 		if err != nil {
 			return 0, 0, fmt.Errorf("upsert batch of %s up to %v: %w", spec.Shard, last, err)
@@ -508,6 +548,13 @@ func rowBytes(r []any) int {
 // the transaction cannot keep it open past its lease. Statements use the
 // returned context; cancel releases its timer.
 func Begin(db *sql.DB, b Bounder, lease Lease) (*sql.Tx, context.Context, context.CancelFunc, error) {
+	return begin(db, b, lease)
+}
+
+// begin is Begin on a pool or on one connection.
+func begin(db interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}, b Bounder, lease Lease) (*sql.Tx, context.Context, context.CancelFunc, error) {
 	deadline := lease.Deadline()
 	tctx, cancel := context.WithDeadline(lease.Context(), deadline)
 	tx, err := db.BeginTx(tctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})

@@ -8,6 +8,7 @@ package dialect
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -20,6 +21,27 @@ const (
 	FenceTable      = "_migrate_fence"
 	CheckpointTable = "_migrate_checkpoint"
 )
+
+// Errors of BulkInserter.
+var (
+	// ErrConflict: a row of the batch exists in the target after all; the
+	// batch must be written by the fenced upsert.
+	ErrConflict = errors.New("a row of the batch already exists in the target")
+	// ErrNotBulk: a value of the batch has no bulk form here; the batch
+	// must be written by the fenced upsert.
+	ErrNotBulk = errors.New("the batch cannot be written by bulk insert")
+)
+
+// BulkInserter is a dialect that writes rows the target does not hold yet
+// by the engine's bulk protocol (COPY, LOAD DATA), several times faster
+// than the upsert it may replace only where no row can exist yet: into
+// the transaction open on conn, each row with token in the fence column;
+// cols are the target's columns, in the rows' order. It returns
+// ErrConflict when a row exists after all and ErrNotBulk for a value it
+// cannot write; the transaction is then to be rolled back.
+type BulkInserter interface {
+	InsertNew(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, token int64, rows [][]any) error
+}
 
 // Column describes one column of a table as its engine reports it.
 type Column struct {

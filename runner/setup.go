@@ -66,7 +66,7 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 				Source: t.SourceIdent(), Target: t.TargetIdent(),
 				Columns: names, Key: t.Key, FenceColumn: r.plan.FenceColumn,
 				BatchSize: r.plan.BatchSize, MaxRetries: r.plan.MaxRetries,
-				Convert: convert,
+				Convert: convert, Types: dst,
 			}})
 		}
 	}

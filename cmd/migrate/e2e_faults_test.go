@@ -383,7 +383,7 @@ func TestRun_RedisDownFencesHolder(t *testing.T) {
 	t.Parallel()
 	rs := testsvc.StartRedis(t, false)
 	e := newEnv(t)
-	const n, ttl = 200000, 2 * time.Second
+	const n, ttl = 500000, 2 * time.Second // enough rows to outlast the TTL after the stop
 	e.redisURL, e.leaseTTL = rs.URL, ttl.String()
 	seedBig(t, e.src, "big", n)
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})

@@ -1,0 +1,97 @@
+package dialect_test
+
+import (
+	"database/sql"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/internal/testsvc"
+)
+
+// InsertNew writes every value as the upsert would, refuses a row that
+// exists (ErrConflict) and a value it cannot write (ErrNotBulk), each time
+// leaving nothing behind once the transaction is rolled back.
+func TestPostgres_InsertNew(t *testing.T) {
+	db := testsvc.OpenPostgres(t, testsvc.NewPostgresDB(t))
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, `CREATE TABLE t (id bigint PRIMARY KEY, s text, b bytea, j jsonb, f float8, r real, n numeric,
+  ts timestamp, tz timestamptz, d date, ok boolean, _fence bigint NOT NULL DEFAULT 0)`); err != nil {
+		t.Fatal(err)
+	}
+	cols := tableColumns(t, db, dialect.Postgres{}, "t")
+	at := time.Date(2024, 2, 29, 23, 59, 59, 999999000, time.FixedZone("X", 5*3600+1800))
+	rows := [][]any{
+		{int64(1), "tab\there\nnew line\r\\back\\N", []byte{0, '\\', '\t', 0xff}, []byte(`{"a": "x\ty"}`), math.Inf(-1), float32(1.0000001), "1.500",
+			at, at, time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), true},
+		{int64(2), "", []byte{}, `[]`, math.NaN(), float32(math.Inf(1)), "NaN", nil, nil, nil, false},
+		{int64(3), nil, nil, nil, math.Copysign(0, -1), nil, nil, nil, nil, nil, nil},
+		{int64(4), `\N`, nil, nil, 0.1, nil, "-0.000", nil, nil, nil, nil},
+	}
+	write := func(rows [][]any) error {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = dialect.Postgres{}.InsertNew(ctx, conn, []string{"t"}, cols, "_fence", 7, rows)
+		if err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	}
+	if err := write(rows); err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		s, j, ts, tz, d, n sql.NullString
+		b                  []byte
+		f                  float64
+		r                  sql.NullFloat64
+		ok                 sql.NullBool
+		fence              int64
+		fneg               bool
+	}
+	read := func(id int) got {
+		var g got
+		if err := db.QueryRowContext(ctx, `SELECT s, j::text, ts::text, (tz AT TIME ZONE 'UTC')::text, d::text, n::text, b, f, r, ok, _fence, f::text = '-0'
+  FROM t WHERE id = $1`, id).Scan(&g.s, &g.j, &g.ts, &g.tz, &g.d, &g.n, &g.b, &g.f, &g.r, &g.ok, &g.fence, &g.fneg); err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	g := read(1)
+	if g.s.String != "tab\there\nnew line\r\\back\\N" || string(g.b) != "\x00\\\t\xff" || g.j.String != `{"a": "x\ty"}` ||
+		!math.IsInf(g.f, -1) || g.r.Float64 != float64(float32(1.0000001)) || g.n.String != "1.500" ||
+		g.ts.String != "2024-02-29 23:59:59.999999" || g.tz.String != "2024-02-29 18:29:59.999999" || g.d.String != "2024-02-29" ||
+		!g.ok.Bool || g.fence != 7 {
+		t.Errorf("row 1 read back as %+v", g)
+	}
+	if g := read(2); g.s.String != "" || !g.s.Valid || g.b == nil || len(g.b) != 0 || !math.IsNaN(g.f) || !math.IsInf(g.r.Float64, 1) || g.n.String != "NaN" || g.ok.Bool {
+		t.Errorf("row 2 (empty values) read back as %+v", g)
+	}
+	if g := read(3); g.s.Valid || g.b != nil || g.j.Valid || !g.fneg || g.ok.Valid {
+		t.Errorf("row 3 (NULLs, -0) read back as %+v", g)
+	}
+	if g := read(4); g.s.String != `\N` || g.f != 0.1 || g.n.String != "0.000" {
+		t.Errorf(`row 4 (the text \N, 0.1) read back as %+v`, g)
+	}
+	blank := func(id int64, v any) []any { return []any{id, v, nil, nil, nil, nil, nil, nil, nil, nil, nil} }
+	if err := write([][]any{blank(5, nil), blank(1, nil)}); !errors.Is(err, dialect.ErrConflict) {
+		t.Errorf("an existing key: %v, want ErrConflict", err)
+	}
+	if err := write([][]any{blank(6, struct{}{})}); !errors.Is(err, dialect.ErrNotBulk) {
+		t.Errorf("a value of an unknown type: %v, want ErrNotBulk", err)
+	}
+	var n int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil || n != 4 {
+		t.Errorf("%d rows, %v; want the 4 first ones only", n, err)
+	}
+}
