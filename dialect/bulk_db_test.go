@@ -95,3 +95,88 @@ func TestPostgres_InsertNew(t *testing.T) {
 		t.Errorf("%d rows, %v; want the 4 first ones only", n, err)
 	}
 }
+
+// The same on MySQL, where LOAD DATA LOCAL would skip a duplicate or
+// coerce a bad value with a mere warning.
+func TestMySQL_InsertNew(t *testing.T) {
+	db, d := openMySQL(t)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (id bigint PRIMARY KEY, s text, v varchar(3), b blob, j json, f double, r float,"+
+		" n decimal(12,3), ts datetime(6), d date, ok tinyint(1), _fence bigint NOT NULL DEFAULT 0)"); err != nil {
+		t.Fatal(err)
+	}
+	cols := tableColumns(t, db, d, "t")
+	at := time.Date(2024, 2, 29, 23, 59, 59, 999999000, time.FixedZone("X", 5*3600+1800))
+	row := func(id int64, s, v, b, j, f, r, n, ts, dt, ok any) []any {
+		return []any{id, s, v, b, j, f, r, n, ts, dt, ok}
+	}
+	write := func(rows ...[]any) error {
+		conn, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := d.(dialect.BulkInserter).InsertNew(ctx, conn, []string{"t"}, cols, "_fence", 7, rows); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		return tx.Commit()
+	}
+	if err := write(
+		row(1, "tab\there\nnew line\r\\back\\N\x00end", "abc", []byte{0, '\\', '\t', '\n', 0xff}, `{"a": "x\ty"}`, 0.1, float32(1.0000001), "1.500", at,
+			time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), true),
+		row(2, "", "", []byte{}, "[]", -1.7976931348623157e308, float32(0), "-0.001", nil, nil, false),
+		row(3, nil, nil, nil, nil, nil, nil, nil, nil, nil, nil),
+		row(4, `\N`, `\N`, nil, nil, nil, nil, nil, nil, nil, nil),
+	); err != nil {
+		t.Fatal(err)
+	}
+	var s, v, j, n, ts, dt sql.NullString
+	var b []byte
+	var f, r sql.NullFloat64
+	var ok sql.NullInt64
+	var fence int64
+	read := func(id int) {
+		t.Helper()
+		if err := db.QueryRowContext(ctx, "SELECT s, v, b, j, f, r, n, CAST(ts AS CHAR), CAST(d AS CHAR), ok, _fence FROM t WHERE id = ?", id).
+			Scan(&s, &v, &b, &j, &f, &r, &n, &ts, &dt, &ok, &fence); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read(1)
+	if s.String != "tab\there\nnew line\r\\back\\N\x00end" || v.String != "abc" || string(b) != "\x00\\\t\n\xff" || j.String != `{"a": "x\ty"}` ||
+		f.Float64 != 0.1 || float32(r.Float64) != float32(1.0000001) || n.String != "1.500" || ts.String != "2024-02-29 18:29:59.999999" ||
+		dt.String != "2024-02-29" || ok.Int64 != 1 || fence != 7 {
+		t.Errorf("row 1 read back as %q %q %q %q %v %v %q %q %q %v %d", s.String, v.String, b, j.String, f, r, n.String, ts.String, dt.String, ok, fence)
+	}
+	read(2)
+	if !s.Valid || s.String != "" || !v.Valid || b == nil || len(b) != 0 || f.Float64 != -1.7976931348623157e308 || n.String != "-0.001" || ts.Valid || ok.Int64 != 0 {
+		t.Errorf("row 2 (empty values) read back as %q %q %q %v %q %v %v", s.String, v.String, b, f, n.String, ts, ok)
+	}
+	read(3)
+	if s.Valid || v.Valid || b != nil || j.Valid || f.Valid || n.Valid || ok.Valid {
+		t.Errorf("row 3 (NULLs) read back as %v %v %v %v %v %v %v", s, v, b, j, f, n, ok)
+	}
+	read(4)
+	if s.String != `\N` || v.String != `\N` {
+		t.Errorf(`row 4 (the text \N) read back as %q %q`, s.String, v.String)
+	}
+	blank := func(id int64, v any) []any { return row(id, nil, v, nil, nil, nil, nil, nil, nil, nil, nil) }
+	if err := write(blank(5, nil), blank(1, nil)); !errors.Is(err, dialect.ErrConflict) {
+		t.Errorf("an existing key: %v, want ErrConflict", err)
+	}
+	if err := write(blank(6, "abcd")); !errors.Is(err, dialect.ErrNotBulk) {
+		t.Errorf("a value MySQL would cut: %v, want ErrNotBulk", err)
+	}
+	if err := write(blank(7, struct{}{})); !errors.Is(err, dialect.ErrNotBulk) {
+		t.Errorf("a value of an unknown type: %v, want ErrNotBulk", err)
+	}
+	var count int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM t").Scan(&count); err != nil || count != 4 {
+		t.Errorf("%d rows, %v; want the 4 first ones only", count, err)
+	}
+}

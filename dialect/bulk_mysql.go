@@ -1,0 +1,145 @@
+package dialect
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+// loads names the reader of each LOAD DATA.
+var loads atomic.Int64
+
+// InsertNew implements BulkInserter by LOAD DATA LOCAL INFILE from a
+// reader registered with the driver. LOCAL makes MySQL skip a duplicate
+// key and coerce a bad value with a warning instead of failing, so the
+// rows affected and the warnings are checked: fewer rows than given is
+// ErrConflict, any warning ErrNotBulk (the upsert will then fail or
+// succeed on its own, strictly). A server that refuses LOCAL (MySQL 8's
+// default local_infile=OFF) is ErrNotBulk too.
+func (m MySQL) InsertNew(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, token int64, rows [][]any) error {
+	var buf bytes.Buffer
+	var b []byte
+	tok := strconv.AppendInt(nil, token, 10)
+	for _, row := range rows {
+		b = b[:0]
+		for i, v := range row {
+			var ok bool
+			if b, ok = myLoadText(b, v, cols[i]); !ok {
+				return fmt.Errorf("%w: column %s: a %T value", ErrNotBulk, cols[i].Name, v)
+			}
+			b = append(b, '\t')
+		}
+		b = append(append(b, tok...), '\n')
+		buf.Write(b)
+	}
+	names := make([]string, len(cols)+1)
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	names[len(cols)] = fence
+	name := "migrate-" + strconv.FormatInt(loads.Add(1), 10)
+	mysql.RegisterReaderHandler(name, func() io.Reader { return bytes.NewReader(buf.Bytes()) })
+	defer mysql.DeregisterReaderHandler(name)
+	res, err := conn.ExecContext(ctx, "LOAD DATA LOCAL INFILE 'Reader::"+name+"' INTO TABLE "+m.Quote(table...)+
+		` CHARACTER SET utf8mb4 FIELDS TERMINATED BY '\t' ESCAPED BY '\\' LINES TERMINATED BY '\n' (`+m.quoteList(names)+")")
+	var me *mysql.MySQLError
+	if errors.As(err, &me) && (me.Number == 1148 || me.Number == 3948 || me.Number == 2068) {
+		return fmt.Errorf("%w: %s", ErrNotBulk, me.Message)
+	}
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n < int64(len(rows)) {
+		return fmt.Errorf("%w: %d of %d rows were skipped as duplicates", ErrConflict, int64(len(rows))-n, len(rows))
+	}
+	var warnings int64
+	if err := conn.QueryRowContext(ctx, "SELECT @@warning_count").Scan(&warnings); err != nil {
+		return err
+	}
+	if warnings > 0 {
+		return fmt.Errorf("%w: LOAD DATA raised %d warnings (a value MySQL would have coerced)", ErrNotBulk, warnings)
+	}
+	return nil
+}
+
+// myLoadText appends v as a field of LOAD DATA's default format for column
+// c, or reports false for a value it does not know how to write.
+func myLoadText(b []byte, v any, c Column) ([]byte, bool) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, `\N`...), true
+	case string:
+		return myLoadEscape(b, x), true
+	case []byte:
+		return myLoadEscape(b, string(x)), true
+	case int64:
+		return strconv.AppendInt(b, x, 10), true
+	case int32:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case int16:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case uint64:
+		return strconv.AppendUint(b, x, 10), true
+	case bool:
+		if x {
+			return append(b, '1'), true
+		}
+		return append(b, '0'), true
+	case float64:
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return b, false
+		}
+		return strconv.AppendFloat(b, x, 'g', -1, 64), true
+	case float32:
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return b, false
+		}
+		return strconv.AppendFloat(b, float64(x), 'g', -1, 32), true
+	case time.Time:
+		x = x.UTC()
+		if y := x.Year(); y < 1 || y > 9999 {
+			return b, false
+		}
+		switch c.Base {
+		case "date":
+			return x.AppendFormat(b, "2006-01-02"), true
+		case "datetime", "timestamp":
+			return x.AppendFormat(b, "2006-01-02 15:04:05.999999"), true
+		}
+	}
+	return b, false
+}
+
+// myLoadEscape appends s with the escapes of LOAD DATA's default format.
+func myLoadEscape(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		switch ch := s[i]; ch {
+		case '\\':
+			b = append(b, '\\', '\\')
+		case '\n':
+			b = append(b, '\\', 'n')
+		case '\t':
+			b = append(b, '\\', 't')
+		case 0:
+			b = append(b, '\\', '0')
+		default:
+			b = append(b, ch)
+		}
+	}
+	return b
+}
