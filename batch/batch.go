@@ -272,16 +272,20 @@ func (c *Copier) query(ctx context.Context, spec Spec, sql string, args ...any) 
 		return nil, err
 	}
 	defer rows.Close()
+	// One backing array for the page's values, one scan buffer for all.
+	n := len(spec.Columns)
 	out := make([][]any, 0, spec.BatchSize)
+	backing := make([]any, 0, spec.BatchSize*n)
+	raw, ptrs := make([]any, n), make([]any, n)
+	for i := range raw {
+		ptrs[i] = &raw[i]
+	}
 	for rows.Next() {
-		vals := make([]any, len(spec.Columns))
-		ptrs := make([]any, len(vals))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
 		if err := rows.Scan(ptrs...); err != nil {
 			return nil, err
 		}
+		backing = append(backing, raw...)
+		vals := backing[len(backing)-n : len(backing) : len(backing)]
 		if spec.Convert != nil {
 			for i, v := range vals {
 				if vals[i], err = spec.Convert(i, v); err != nil {

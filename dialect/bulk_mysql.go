@@ -26,7 +26,8 @@ var loads atomic.Int64
 // succeed on its own, strictly). A server that refuses LOCAL (MySQL 8's
 // default local_infile=OFF) is ErrNotBulk too.
 func (m MySQL) InsertNew(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, token int64, rows [][]any) error {
-	var buf bytes.Buffer
+	buf := buffers.Get().(*bytes.Buffer)
+	defer func() { buf.Reset(); buffers.Put(buf) }()
 	var b []byte
 	tok := strconv.AppendInt(nil, token, 10)
 	for _, row := range rows {

@@ -9,18 +9,23 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
+// buffers hold the text of a batch for COPY or LOAD DATA between batches.
+var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 // InsertNew implements BulkInserter by COPY … FROM STDIN in PostgreSQL's
 // text format, which the server parses by each column's own input
 // function, as it parses the upsert's text parameters. A unique violation
 // becomes ErrConflict.
 func (p Postgres) InsertNew(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, token int64, rows [][]any) error {
-	var buf bytes.Buffer
+	buf := buffers.Get().(*bytes.Buffer)
+	defer func() { buf.Reset(); buffers.Put(buf) }()
 	var b []byte
 	tok := strconv.AppendInt(nil, token, 10)
 	for _, row := range rows {
@@ -46,7 +51,7 @@ func (p Postgres) InsertNew(ctx context.Context, conn *sql.Conn, table []string,
 		if !ok {
 			return fmt.Errorf("%w: COPY needs a pgx connection, not %T", ErrNotBulk, dc)
 		}
-		_, err := c.Conn().PgConn().CopyFrom(ctx, &buf, stmt)
+		_, err := c.Conn().PgConn().CopyFrom(ctx, buf, stmt)
 		return err
 	})
 	var pe *pgconn.PgError

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
@@ -42,6 +43,12 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	plan, err := pf.load()
 	if err != nil {
 		return printFailure(stdout, *asJSON, &runner.Report{}, err)
+	}
+	if os.Getenv("GOGC") == "" {
+		// The heap is a few pages of rows: trading a little memory for a
+		// quarter of the copy's CPU (measured: 3.8 s -> 2.1-3.0 s of user
+		// time for 1M rows, peak RSS 24 -> 36 MB).
+		debug.SetGCPercent(400)
 	}
 	stop, err := startProfiles(*cpuProfile, *memProfile)
 	if err != nil {
