@@ -118,29 +118,13 @@ func myLoadText(b []byte, v any, c Column) ([]byte, bool) {
 		}
 		switch c.Base {
 		case "date":
-			return x.AppendFormat(b, "2006-01-02"), true
+			return appendDateTime(b, x, false, false), true
 		case "datetime", "timestamp":
-			return x.AppendFormat(b, "2006-01-02 15:04:05.999999"), true
+			return appendDateTime(b, x, true, false), true
 		}
 	}
 	return b, false
 }
 
 // myLoadEscape appends s with the escapes of LOAD DATA's default format.
-func myLoadEscape(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		switch ch := s[i]; ch {
-		case '\\':
-			b = append(b, '\\', '\\')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\t':
-			b = append(b, '\\', 't')
-		case 0:
-			b = append(b, '\\', '0')
-		default:
-			b = append(b, ch)
-		}
-	}
-	return b
-}
+func myLoadEscape(b []byte, s string) []byte { return appendEscaped(b, s, "\\\n\t\x00", "\\nt0") }

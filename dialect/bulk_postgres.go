@@ -9,15 +9,11 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 )
-
-// buffers hold the text of a batch for COPY or LOAD DATA between batches.
-var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // InsertNew implements BulkInserter by COPY … FROM STDIN in PostgreSQL's
 // text format, which the server parses by each column's own input
@@ -99,11 +95,11 @@ func pgCopyText(b []byte, v any, c Column) ([]byte, bool) {
 		}
 		switch c.Base {
 		case "date":
-			return x.AppendFormat(b, "2006-01-02"), true
+			return appendDateTime(b, x, false, false), true
 		case "timestamp without time zone":
-			return x.AppendFormat(b, "2006-01-02 15:04:05.999999"), true
+			return appendDateTime(b, x, true, false), true
 		case "timestamp with time zone":
-			return x.AppendFormat(b, "2006-01-02 15:04:05.999999Z07:00"), true
+			return appendDateTime(b, x, true, true), true
 		}
 	}
 	return b, false
@@ -123,20 +119,4 @@ func pgFloat(b []byte, f float64, bits int) []byte {
 }
 
 // pgCopyEscape appends s with the backslash escapes of COPY's text format.
-func pgCopyEscape(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		switch ch := s[i]; ch {
-		case '\\':
-			b = append(b, '\\', '\\')
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, ch)
-		}
-	}
-	return b
-}
+func pgCopyEscape(b []byte, s string) []byte { return appendEscaped(b, s, "\\\n\r\t", "\\nrt") }
