@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/migrate-dev/migrate/cursor"
@@ -119,6 +120,8 @@ type Copier struct {
 	// OnFailure, if set, is called for each failed attempt at reading a
 	// page or writing a batch that is not final (retried or halting).
 	OnFailure func(fence.Shard, error)
+
+	upserts sync.Map // upsertSQL's statements
 }
 
 type page struct {
@@ -575,8 +578,20 @@ func begin(db interface {
 	return tx, tctx, cancel, nil
 }
 
+// upsertSQL builds the upsert of n rows once per table and size (1000 rows
+// of 10 columns take a PostgreSQL statement of 10,000 parameters).
+func (c *Copier) upsertSQL(spec Spec, n int) dialect.Upsert {
+	key := fmt.Sprint(spec.Target, n)
+	if st, ok := c.upserts.Load(key); ok {
+		return st.(dialect.Upsert)
+	}
+	st := c.TargetSQL.Upsert(spec.Target, spec.Columns, spec.Key, spec.FenceColumn, n)
+	c.upserts.Store(key, st)
+	return st
+}
+
 func (c *Copier) upsert(ctx context.Context, tx *sql.Tx, spec Spec, keyIdx []int, t fence.Token, rows [][]any) (ins, upd int64, err error) {
-	st := c.TargetSQL.Upsert(spec.Target, spec.Columns, spec.Key, spec.FenceColumn, len(rows))
+	st := c.upsertSQL(spec, len(rows))
 	args := make([]any, 0, len(rows)*(len(spec.Columns)+1))
 	for _, r := range rows {
 		args = append(args, r...)
