@@ -6,6 +6,7 @@
 package batch
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/migrate-dev/migrate/cursor"
@@ -126,6 +128,7 @@ type Copier struct {
 
 type page struct {
 	rows [][]any
+	bulk []byte // the rows encoded for the bulk path, or nil
 	err  error
 }
 
@@ -144,15 +147,28 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token
 	lctx := lease.Context()
 	rctx, cancel := context.WithCancel(lctx)
 	defer cancel()
+	// Rows beyond the cursor are new unless the target held rows before the
+	// run: those batches are written by bulk insert until one conflicts or
+	// cannot be encoded, then by the fenced upsert. The reader encodes each
+	// page while the previous one is written.
+	var bulk atomic.Bool
+	bi, ok := c.TargetSQL.(dialect.BulkInserter)
+	bulk.Store(ok && len(spec.Types) == len(spec.Columns))
+	encode := func(rows [][]any) []byte {
+		if !bulk.Load() || len(rows) == 0 {
+			return nil
+		}
+		var buf bytes.Buffer
+		if err := bi.Encode(&buf, spec.Types, int64(t), rows); err != nil {
+			c.upsertFromHere(spec, &bulk, err)
+			return nil
+		}
+		return buf.Bytes()
+	}
 	pages := make(chan page, 1) // prefetch one page while the current one is written
-	go c.read(rctx, spec, keyIdx, after, pages)
+	go c.read(rctx, spec, keyIdx, after, encode, pages)
 
 	var avg time.Duration // moving average of a batch's write time
-	// Rows beyond the cursor are new unless the target held rows before the
-	// run: those batches are written by bulk insert until one conflicts,
-	// then by the fenced upsert.
-	_, bulk := c.TargetSQL.(dialect.BulkInserter)
-	bulk = bulk && len(spec.Types) == len(spec.Columns)
 	for {
 		var pg page
 		select {
@@ -174,7 +190,7 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token
 		last := keyOf(pg.rows[len(pg.rows)-1], keyIdx)
 		start := time.Now()
 		done += int64(len(pg.rows))
-		ins, upd, err := c.writeRetrying(ctx, spec, lease, t, owner, pg.rows, last, done, &avg, &bulk)
+		ins, upd, err := c.writeRetrying(ctx, spec, lease, t, owner, pg, last, done, &avg, &bulk)
 		if err != nil {
 			return res, err
 		}
@@ -229,7 +245,7 @@ func keyOf(row []any, idx []int) []any {
 
 // read sends pages of the shard in key order until the range ends (an empty
 // page), an error, or ctx ends.
-func (c *Copier) read(ctx context.Context, spec Spec, keyIdx []int, after []any, out chan<- page) {
+func (c *Copier) read(ctx context.Context, spec Spec, keyIdx []int, after []any, encode func([][]any) []byte, out chan<- page) {
 	for {
 		var rows [][]any
 		err := retry(ctx, spec.MaxRetries, func() error {
@@ -237,8 +253,12 @@ func (c *Copier) read(ctx context.Context, spec Spec, keyIdx []int, after []any,
 			rows, err = c.readPage(ctx, spec, after)
 			return err
 		}, c, spec.Shard, "read")
+		pg := page{rows: rows, err: err}
+		if err == nil {
+			pg.bulk = encode(rows)
+		}
 		select {
-		case out <- page{rows: rows, err: err}:
+		case out <- pg:
 		case <-ctx.Done():
 			return
 		}
@@ -333,7 +353,7 @@ func (c *Copier) ReadLast(ctx context.Context, spec Spec, last []any) ([][]any, 
 // WriteRows upserts rows in one fenced transaction under lease, like a
 // batch but without moving the cursor (for repair).
 func (c *Copier) WriteRows(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any) (ins, upd int64, err error) {
-	return c.write(ctx, spec, lease, t, owner, rows, nil, 0, false)
+	return c.write(ctx, spec, lease, t, owner, rows, nil, nil, 0)
 }
 
 // DeleteRows deletes the target rows with the given keys in one fenced
@@ -389,20 +409,18 @@ func (c *Copier) SampleRead(ctx context.Context, spec Spec, pages int) (int64, e
 
 // writeRetrying writes one batch, retrying transient failures with backoff;
 // each attempt is one whole transaction.
-func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any, done int64, avg *time.Duration, bulk *bool) (ins, upd int64, err error) {
+func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, pg page, last []any, done int64, avg *time.Duration, bulk *atomic.Bool) (ins, upd int64, err error) {
 	err = retry(ctx, spec.MaxRetries, func() error {
 		if err := waitForRunway(ctx, lease, *avg); err != nil {
 			return err
 		}
 		start := time.Now()
 		var err error
-		ins, upd, err = c.write(ctx, spec, lease, t, owner, rows, last, done, *bulk)
+		ins, upd, err = c.write(ctx, spec, lease, t, owner, pg.rows, pg.bulk, last, done)
 		if errors.Is(err, dialect.ErrConflict) || errors.Is(err, dialect.ErrNotBulk) {
-			*bulk = false
-			if c.Log != nil {
-				c.Log.Info("writing by upsert from here", "shard", spec.Shard.String(), "why", err)
-			}
-			ins, upd, err = c.write(ctx, spec, lease, t, owner, rows, last, done, false)
+			c.upsertFromHere(spec, bulk, err)
+			pg.bulk = nil
+			ins, upd, err = c.write(ctx, spec, lease, t, owner, pg.rows, nil, last, done)
 		}
 		if err == nil {
 			d := time.Since(start)
@@ -417,6 +435,13 @@ func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fe
 		return err
 	}, c, spec.Shard, "write")
 	return ins, upd, err
+}
+
+// upsertFromHere turns the bulk path off for the rest of the copy.
+func (c *Copier) upsertFromHere(spec Spec, bulk *atomic.Bool, why error) {
+	if bulk.Swap(false) && c.Log != nil {
+		c.Log.Info("writing by upsert from here", "shard", spec.Shard.String(), "why", why)
+	}
 }
 
 // waitForRunway holds a batch back until it can commit before the lease's
@@ -437,10 +462,11 @@ func waitForRunway(ctx context.Context, lease Lease, avg time.Duration) error {
 }
 
 // write writes one batch in one transaction: fence check, rows (by bulk
-// insert when bulk, else by the fenced upsert), cursor advance.
-func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, last []any, done int64, bulk bool) (ins, upd int64, err error) {
+// load of their encoding when bulk is not nil, else by the fenced upsert),
+// cursor advance.
+func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, bulk []byte, last []any, done int64) (ins, upd int64, err error) {
 	var conn *sql.Conn
-	if bulk {
+	if bulk != nil {
 		if conn, err = c.Target.Conn(ctx); err != nil {
 			return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
 		}
@@ -468,8 +494,8 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 		}
 		return 0, 0, err
 	}
-	if bulk {
-		err := c.TargetSQL.(dialect.BulkInserter).InsertNew(tctx, conn, spec.Target, spec.Types, spec.FenceColumn, int64(t), rows)
+	if bulk != nil {
+		err := c.TargetSQL.(dialect.BulkInserter).Load(tctx, conn, spec.Target, spec.Types, spec.FenceColumn, bulk, len(rows))
 		if err != nil {
 			return 0, 0, fmt.Errorf("insert batch of %s up to %v: %w", spec.Shard, last, err)
 		}
@@ -480,7 +506,7 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 		return 0, 0, permanent{err}
 	}
 	for _, chunk := range chunks(rows, (c.TargetSQL.MaxParams()-1)/(len(spec.Columns)+1)) {
-		if bulk {
+		if bulk != nil {
 			break
 		}
 		i, u, err := c.upsert(tctx, tx, spec, keyIdx, t, chunk)

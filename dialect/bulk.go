@@ -2,13 +2,41 @@ package dialect
 
 import (
 	"bytes"
+	"fmt"
+	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
-// buffers hold the text of a batch for COPY or LOAD DATA between batches.
-var buffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// encodeRows appends rows in a bulk text format: fields by field, tab
+// separated, the token last, a row a line.
+func encodeRows(buf *bytes.Buffer, cols []Column, token int64, rows [][]any, field func([]byte, any, Column) ([]byte, bool)) error {
+	tok := strconv.AppendInt(nil, token, 10)
+	var b []byte
+	for _, row := range rows {
+		b = b[:0]
+		for i, v := range row {
+			var ok bool
+			if b, ok = field(b, v, cols[i]); !ok {
+				return fmt.Errorf("%w: column %s: a %T value", ErrNotBulk, cols[i].Name, v)
+			}
+			b = append(b, '\t')
+		}
+		b = append(append(b, tok...), '\n')
+		buf.Write(b)
+	}
+	return nil
+}
+
+// bulkNames are the column names of a bulk load: cols, then the fence.
+func bulkNames(cols []Column, fence string) []string {
+	names := make([]string, len(cols)+1)
+	for i, c := range cols {
+		names[i] = c.Name
+	}
+	names[len(cols)] = fence
+	return names
+}
 
 // appendEscaped appends s with the backslash escapes of a bulk text format:
 // a backslash doubled, and each byte of special given as \ and its letter

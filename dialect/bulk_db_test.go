@@ -40,7 +40,7 @@ func TestPostgres_InsertNew(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = dialect.Postgres{}.InsertNew(ctx, conn, []string{"t"}, cols, "_fence", 7, rows)
+		err = dialect.InsertNew(ctx, dialect.Postgres{}, conn, []string{"t"}, cols, "_fence", 7, rows)
 		if err != nil {
 			_ = tx.Rollback()
 			return err
@@ -120,7 +120,7 @@ func TestMySQL_InsertNew(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := d.(dialect.BulkInserter).InsertNew(ctx, conn, []string{"t"}, cols, "_fence", 7, rows); err != nil {
+		if err := dialect.InsertNew(ctx, d.(dialect.BulkInserter), conn, []string{"t"}, cols, "_fence", 7, rows); err != nil {
 			_ = tx.Rollback()
 			return err
 		}

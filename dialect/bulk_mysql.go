@@ -18,40 +18,24 @@ import (
 // loads names the reader of each LOAD DATA.
 var loads atomic.Int64
 
-// InsertNew implements BulkInserter by LOAD DATA LOCAL INFILE from a
-// reader registered with the driver. LOCAL makes MySQL skip a duplicate
-// key and coerce a bad value with a warning instead of failing, so the
-// rows affected and the warnings are checked: fewer rows than given is
+// Encode implements BulkInserter: LOAD DATA's default text format.
+func (MySQL) Encode(buf *bytes.Buffer, cols []Column, token int64, rows [][]any) error {
+	return encodeRows(buf, cols, token, rows, myLoadText)
+}
+
+// Load implements BulkInserter by LOAD DATA LOCAL INFILE from a reader
+// registered with the driver. LOCAL makes MySQL skip a duplicate key and
+// coerce a bad value with a warning instead of failing, so the rows
+// affected and the warnings are checked: fewer rows than given is
 // ErrConflict, any warning ErrNotBulk (the upsert will then fail or
 // succeed on its own, strictly). A server that refuses LOCAL (MySQL 8's
 // default local_infile=OFF) is ErrNotBulk too.
-func (m MySQL) InsertNew(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, token int64, rows [][]any) error {
-	buf := buffers.Get().(*bytes.Buffer)
-	defer func() { buf.Reset(); buffers.Put(buf) }()
-	var b []byte
-	tok := strconv.AppendInt(nil, token, 10)
-	for _, row := range rows {
-		b = b[:0]
-		for i, v := range row {
-			var ok bool
-			if b, ok = myLoadText(b, v, cols[i]); !ok {
-				return fmt.Errorf("%w: column %s: a %T value", ErrNotBulk, cols[i].Name, v)
-			}
-			b = append(b, '\t')
-		}
-		b = append(append(b, tok...), '\n')
-		buf.Write(b)
-	}
-	names := make([]string, len(cols)+1)
-	for i, c := range cols {
-		names[i] = c.Name
-	}
-	names[len(cols)] = fence
+func (m MySQL) Load(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, data []byte, rows int) error {
 	name := "migrate-" + strconv.FormatInt(loads.Add(1), 10)
-	mysql.RegisterReaderHandler(name, func() io.Reader { return bytes.NewReader(buf.Bytes()) })
+	mysql.RegisterReaderHandler(name, func() io.Reader { return bytes.NewReader(data) })
 	defer mysql.DeregisterReaderHandler(name)
 	res, err := conn.ExecContext(ctx, "LOAD DATA LOCAL INFILE 'Reader::"+name+"' INTO TABLE "+m.Quote(table...)+
-		` CHARACTER SET utf8mb4 FIELDS TERMINATED BY '\t' ESCAPED BY '\\' LINES TERMINATED BY '\n' (`+m.quoteList(names)+")")
+		` CHARACTER SET utf8mb4 FIELDS TERMINATED BY '\t' ESCAPED BY '\\' LINES TERMINATED BY '\n' (`+m.quoteList(bulkNames(cols, fence))+")")
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && (me.Number == 1148 || me.Number == 3948 || me.Number == 2068) {
 		return fmt.Errorf("%w: %s", ErrNotBulk, me.Message)
@@ -63,8 +47,8 @@ func (m MySQL) InsertNew(ctx context.Context, conn *sql.Conn, table []string, co
 	if err != nil {
 		return err
 	}
-	if n < int64(len(rows)) {
-		return fmt.Errorf("%w: %d of %d rows were skipped as duplicates", ErrConflict, int64(len(rows))-n, len(rows))
+	if n < int64(rows) {
+		return fmt.Errorf("%w: %d of %d rows were skipped as duplicates", ErrConflict, int64(rows)-n, rows)
 	}
 	var warnings int64
 	if err := conn.QueryRowContext(ctx, "SELECT @@warning_count").Scan(&warnings); err != nil {

@@ -15,39 +15,23 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// InsertNew implements BulkInserter by COPY … FROM STDIN in PostgreSQL's
-// text format, which the server parses by each column's own input
-// function, as it parses the upsert's text parameters. A unique violation
-// becomes ErrConflict.
-func (p Postgres) InsertNew(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, token int64, rows [][]any) error {
-	buf := buffers.Get().(*bytes.Buffer)
-	defer func() { buf.Reset(); buffers.Put(buf) }()
-	var b []byte
-	tok := strconv.AppendInt(nil, token, 10)
-	for _, row := range rows {
-		b = b[:0]
-		for i, v := range row {
-			var ok bool
-			if b, ok = pgCopyText(b, v, cols[i]); !ok {
-				return fmt.Errorf("%w: column %s: a %T value", ErrNotBulk, cols[i].Name, v)
-			}
-			b = append(b, '\t')
-		}
-		b = append(append(b, tok...), '\n')
-		buf.Write(b)
-	}
-	names := make([]string, len(cols)+1)
-	for i, c := range cols {
-		names[i] = c.Name
-	}
-	names[len(cols)] = fence
-	stmt := "COPY " + p.Quote(table...) + " (" + p.quoteList(names) + ") FROM STDIN"
+// Encode implements BulkInserter: COPY's text format, which the server
+// parses by each column's own input function, as it parses the upsert's
+// text parameters.
+func (Postgres) Encode(buf *bytes.Buffer, cols []Column, token int64, rows [][]any) error {
+	return encodeRows(buf, cols, token, rows, pgCopyText)
+}
+
+// Load implements BulkInserter by COPY … FROM STDIN; a unique violation
+// is ErrConflict.
+func (p Postgres) Load(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, data []byte, n int) error {
+	stmt := "COPY " + p.Quote(table...) + " (" + p.quoteList(bulkNames(cols, fence)) + ") FROM STDIN"
 	err := conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("%w: COPY needs a pgx connection, not %T", ErrNotBulk, dc)
 		}
-		_, err := c.Conn().PgConn().CopyFrom(ctx, buf, stmt)
+		_, err := c.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(data), stmt)
 		return err
 	})
 	var pe *pgconn.PgError

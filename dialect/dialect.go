@@ -6,6 +6,7 @@
 package dialect
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -34,13 +35,27 @@ var (
 
 // BulkInserter is a dialect that writes rows the target does not hold yet
 // by the engine's bulk protocol (COPY, LOAD DATA), several times faster
-// than the upsert it may replace only where no row can exist yet: into
-// the transaction open on conn, each row with token in the fence column;
-// cols are the target's columns, in the rows' order. It returns
-// ErrConflict when a row exists after all and ErrNotBulk for a value it
-// cannot write; the transaction is then to be rolled back.
+// than the upsert it may replace only where no row can exist yet. Encode
+// appends rows, each with token for the fence column, in the protocol's
+// text form to buf (cols are the target's columns, in the rows' order),
+// or returns ErrNotBulk for a value it cannot write; it needs no
+// connection, so a batch can be encoded while the previous one is
+// written. Load sends n encoded rows into the transaction open on conn;
+// it returns ErrConflict when a row exists after all (ErrNotBulk when the
+// server refuses the protocol), and the transaction is then to be rolled
+// back.
 type BulkInserter interface {
-	InsertNew(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, token int64, rows [][]any) error
+	Encode(buf *bytes.Buffer, cols []Column, token int64, rows [][]any) error
+	Load(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, data []byte, n int) error
+}
+
+// InsertNew encodes rows and loads them in one go.
+func InsertNew(ctx context.Context, d BulkInserter, conn *sql.Conn, table []string, cols []Column, fence string, token int64, rows [][]any) error {
+	var buf bytes.Buffer
+	if err := d.Encode(&buf, cols, token, rows); err != nil {
+		return err
+	}
+	return d.Load(ctx, conn, table, cols, fence, buf.Bytes(), len(rows))
 }
 
 // Column describes one column of a table as its engine reports it.
