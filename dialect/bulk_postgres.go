@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -77,13 +78,15 @@ func pgCopyText(b []byte, v any, c Column) ([]byte, bool) {
 		if y := x.Year(); y < 1 || y > 9999 {
 			return b, false
 		}
-		switch c.Base {
-		case "date":
+		// The catalog's names ("timestamp with time zone"), or a mapped
+		// column's ("timestamptz", "timestamp").
+		switch base := c.Base; {
+		case base == "date":
 			return appendDateTime(b, x, false, false), true
-		case "timestamp without time zone":
-			return appendDateTime(b, x, true, false), true
-		case "timestamp with time zone":
+		case strings.HasPrefix(base, "timestamptz") || strings.HasSuffix(base, "with time zone") && strings.HasPrefix(base, "timestamp"):
 			return appendDateTime(b, x, true, true), true
+		case strings.HasPrefix(base, "timestamp"):
+			return appendDateTime(b, x, true, false), true
 		}
 	}
 	return b, false

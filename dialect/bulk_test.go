@@ -50,3 +50,21 @@ func TestBulkEscapes(t *testing.T) {
 		}
 	}
 }
+
+// Times are written by the column's type whether it is named as the
+// catalog names it or as the type mapping does.
+func TestPgCopyTextTimes(t *testing.T) {
+	at := time.Date(2024, 2, 29, 23, 59, 59, 5000, time.FixedZone("x", 3600))
+	for base, want := range map[string]string{
+		"date": "2024-02-29", "timestamp": "2024-02-29 23:59:59.000005", "timestamp without time zone": "2024-02-29 23:59:59.000005",
+		"timestamptz": "2024-02-29 23:59:59.000005+01:00", "timestamp with time zone": "2024-02-29 23:59:59.000005+01:00",
+	} {
+		got, ok := pgCopyText(nil, at, Column{Base: base})
+		if !ok || string(got) != want {
+			t.Errorf("%s: %q %v, want %q", base, got, ok, want)
+		}
+	}
+	if _, ok := pgCopyText(nil, at, Column{Base: "time without time zone"}); ok {
+		t.Error("a time.Time for a time column was written; want it left to the upsert")
+	}
+}
