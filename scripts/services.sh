@@ -105,13 +105,16 @@ start_mysql() {
     mariadb-install-db --user=mysql --datadir="$data" --auth-root-authentication-method=normal \
       --skip-test-db >"$DIR/mysql-init.log" 2>&1 || { cat "$DIR/mysql-init.log" >&2; return 1; }
   fi
-  mkdir -p "$run"; chown mysql "$run"
+  # files: the one folder SELECT … INTO OUTFILE and LOAD DATA INFILE may use
+  # (secure_file_priv; scripts/bench.sh's MySQL baselines).
+  local files=$DIR/mysql-files
+  mkdir -p "$run" "$files"; chown mysql "$run" "$files"; chmod 750 "$files"
   local mysqld; mysqld=$(command -v mariadbd || echo /usr/sbin/mariadbd)
   "$mysqld" --no-defaults --user=mysql --datadir="$data" --port="$MY_PORT" --bind-address=127.0.0.1 \
     --socket="$sock" --pid-file="$pid" --log-error="$run/mysql.log" \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci --max-connections=300 \
     --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=256M --max-allowed-packet=256M \
-    --skip-name-resolve >/dev/null 2>&1 9>&- &
+    --secure-file-priv="$files" --skip-name-resolve >/dev/null 2>&1 9>&- &
   wait_for 60 MariaDB mariadb --no-defaults --socket="$sock" -uroot -e 'SELECT 1'
   mariadb --no-defaults --socket="$sock" -uroot >&2 <<SQL
 CREATE USER IF NOT EXISTS '$MY_USER'@'127.0.0.1' IDENTIFIED BY '$MY_PASS';
