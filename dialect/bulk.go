@@ -28,6 +28,23 @@ func encodeRows(buf *bytes.Buffer, cols []Column, token int64, rows [][]any, fie
 	return nil
 }
 
+// appendInteger appends v in decimal when it is an integer.
+func appendInteger(b []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case int64:
+		return strconv.AppendInt(b, x, 10), true
+	case int32:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case int16:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), true
+	case uint64:
+		return strconv.AppendUint(b, x, 10), true
+	}
+	return b, false
+}
+
 // bulkNames are the column names of a bulk load: cols, then the fence.
 func bulkNames(cols []Column, fence string) []string {
 	names := make([]string, len(cols)+1)

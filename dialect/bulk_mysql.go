@@ -63,6 +63,9 @@ func (m MySQL) Load(ctx context.Context, conn *sql.Conn, table []string, cols []
 // myLoadText appends v as a field of LOAD DATA's default format for column
 // c, or reports false for a value it does not know how to write.
 func myLoadText(b []byte, v any, c Column) ([]byte, bool) {
+	if out, ok := appendInteger(b, v); ok {
+		return out, true
+	}
 	switch x := v.(type) {
 	case nil:
 		return append(b, `\N`...), true
@@ -70,16 +73,6 @@ func myLoadText(b []byte, v any, c Column) ([]byte, bool) {
 		return myLoadEscape(b, x), true
 	case []byte:
 		return myLoadEscape(b, string(x)), true
-	case int64:
-		return strconv.AppendInt(b, x, 10), true
-	case int32:
-		return strconv.AppendInt(b, int64(x), 10), true
-	case int16:
-		return strconv.AppendInt(b, int64(x), 10), true
-	case int:
-		return strconv.AppendInt(b, int64(x), 10), true
-	case uint64:
-		return strconv.AppendUint(b, x, 10), true
 	case bool:
 		if x {
 			return append(b, '1'), true

@@ -45,6 +45,9 @@ func (p Postgres) Load(ctx context.Context, conn *sql.Conn, table []string, cols
 // pgCopyText appends v as a field of COPY's text format for column c, or
 // reports false for a value it does not know how to write.
 func pgCopyText(b []byte, v any, c Column) ([]byte, bool) {
+	if out, ok := appendInteger(b, v); ok {
+		return out, true
+	}
 	switch x := v.(type) {
 	case nil:
 		return append(b, `\N`...), true
@@ -55,16 +58,6 @@ func pgCopyText(b []byte, v any, c Column) ([]byte, bool) {
 			return hex.AppendEncode(append(b, `\\x`...), x), true
 		}
 		return pgCopyEscape(b, string(x)), true // json, jsonb: text as read
-	case int64:
-		return strconv.AppendInt(b, x, 10), true
-	case int32:
-		return strconv.AppendInt(b, int64(x), 10), true
-	case int16:
-		return strconv.AppendInt(b, int64(x), 10), true
-	case int:
-		return strconv.AppendInt(b, int64(x), 10), true
-	case uint64:
-		return strconv.AppendUint(b, x, 10), true
 	case bool:
 		if x {
 			return append(b, 't'), true
