@@ -51,6 +51,9 @@ type Options struct {
 	Log      *slog.Logger
 	Progress Progress         // may be nil
 	Metrics  *metrics.Metrics // may be nil
+	// Parallel caps the shards this instance holds at once (0: all of
+	// them), so that other instances of the plan find free shards to take.
+	Parallel int
 }
 
 // Runner runs one plan.
@@ -71,6 +74,7 @@ type Runner struct {
 	mu     sync.Mutex
 	report Report
 	left   map[fence.Shard]int64 // rows left to copy, estimated, for the backlog metric
+	slots  chan struct{}         // one per shard held, when Options.Parallel caps them
 }
 
 // Open connects to the plan's target and Redis, and to its source unless
@@ -178,6 +182,9 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	if r.opts.Progress != nil {
 		r.opts.Progress.Start("copying", total, done)
 		defer r.opts.Progress.Finish()
+	}
+	if r.opts.Parallel > 0 {
+		r.slots = make(chan struct{}, r.opts.Parallel)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(jobs))

@@ -48,7 +48,7 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 			if stop, err := r.finished(j, cp); stop {
 				return err
 			}
-			err = r.acquireAndHold(ctx, j, base, electStart)
+			err = r.withSlot(ctx, func() error { return r.acquireAndHold(ctx, j, base, electStart) })
 		}
 		var held *lock.HeldError
 		var rc errReclaim
@@ -88,6 +88,21 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 		}
 		electStart = time.Now()
 	}
+}
+
+// withSlot runs fn holding one of the instance's shard slots (--parallel),
+// waiting for one to free; without a cap it just runs fn.
+func (r *Runner) withSlot(ctx context.Context, fn func() error) error {
+	if r.slots == nil {
+		return fn()
+	}
+	select {
+	case r.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-r.slots }()
+	return fn()
 }
 
 // finished reports whether the shard needs no more work, recording it.

@@ -145,6 +145,41 @@ func errIfMissing(scraped, name string) error {
 	return nil
 }
 
+// TestRun_ParallelShares runs two instances with --parallel 2 on an
+// 8-shard table, the second started once the first is copying: each holds
+// two shards at a time, so both write, and each shard exactly once.
+func TestRun_ParallelShares(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 160000
+	e.batchSize, e.leaseTTL = 500, "2s"
+	seedBig(t, e.src, "big", n)
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 8})
+
+	a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a", "--parallel", "2")
+	waitProgress(t, a, e.dst, e.name, "big", 2000, n/2)
+	b := startMigrate(t, "run", "-p", plan, "--json", "--instance", "b", "--parallel", "2")
+	var total int64
+	for _, p := range []*proc{a, b} {
+		r := p.wait(t)
+		wantCode(t, r, 0)
+		var rep runReport
+		decodeJSON(t, r, &rep)
+		if rep.RowsWritten == 0 || len(rep.Shards) != 8 || len(rep.Takeovers) != 0 {
+			t.Errorf("%v: wrote %d rows, shards %+v, takeovers %+v; want some rows, 8 shards, no takeover", p.cmd.Args[1:], rep.RowsWritten, rep.Shards, rep.Takeovers)
+		}
+		total += rep.RowsWritten
+	}
+	if total != n {
+		t.Errorf("the instances wrote %d rows together, want %d", total, n)
+	}
+	if writes := writesToTable(t, e.dst, "big", n); writes != n {
+		t.Errorf("the target saw %d row writes, want %d: no shard is written twice", writes, n)
+	}
+	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+	wantCode(t, runMigrate(t, "run", "-p", plan, "--parallel", "-1"), 2)
+}
+
 // freeAddr is a loopback address with a port free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()
