@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -178,6 +179,44 @@ func TestRun_ParallelShares(t *testing.T) {
 	}
 	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
 	wantCode(t, runMigrate(t, "run", "-p", plan, "--parallel", "-1"), 2)
+}
+
+// TestRun_ParallelAbsorbsKilled kills one of two instances sharing an
+// 8-shard table with --parallel 2: the survivor takes over the shards the
+// dead one held, after their TTL, and finishes every shard.
+func TestRun_ParallelAbsorbsKilled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 240000
+	e.batchSize, e.leaseTTL = 500, "2s"
+	seedBig(t, e.src, "big", n)
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 8})
+
+	a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a", "--parallel", "2")
+	waitProgress(t, a, e.dst, e.name, "big", 2000, n/3)
+	b := startMigrate(t, "run", "-p", plan, "--json", "--instance", "b", "--parallel", "2")
+	poll(t, 20*time.Second, "both instances writing", func() bool {
+		return queryInt(t, e.dst, `SELECT count(DISTINCT owner) FROM _migrate_fence WHERE plan = $1`, e.name) == 2
+	})
+	if killed := a.kill(t); killed.code != -1 {
+		t.Fatalf("a was not killed: %s", killed)
+	}
+	r := b.wait(t)
+	wantCode(t, r, 0)
+	var rep runReport
+	decodeJSON(t, r, &rep)
+	if len(rep.Takeovers) == 0 || len(rep.Shards) != 8 {
+		t.Errorf("survivor: takeovers %+v, shards %+v; want the dead one's shards taken over, 8 shards", rep.Takeovers, rep.Shards)
+	}
+	for _, to := range rep.Takeovers {
+		if !strings.HasPrefix(to.PreviousOwner, "a-") || to.ReplayedRows > int64(e.batchSize) {
+			t.Errorf("takeover %+v: want one from a, at most one batch replayed", to)
+		}
+	}
+	if got := queryInt(t, e.dst, `SELECT count(*) FROM _migrate_checkpoint WHERE plan = $1 AND state = 'done'`, e.name); got != 8 {
+		t.Errorf("%d shards done, want 8", got)
+	}
+	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
 }
 
 // freeAddr is a loopback address with a port free a moment ago.
