@@ -144,6 +144,9 @@ type Dialect interface {
 	CountRows(table []string) string
 	// KeyBounds yields (min, max) of one column.
 	KeyBounds(table []string, col string) string
+	// KeyAt yields the value of one column in the row at a position (its
+	// one arg, from 0) in the column's order: a quantile, for shard bounds.
+	KeyAt(table []string, col string) string
 
 	// SelectPage reads up to limit rows of cols ordered by key, after the
 	// key values given (when after is true) and within the shard range. The

@@ -185,6 +185,12 @@ func (m MySQL) KeyBounds(table []string, col string) string {
 	return "SELECT MIN(" + c + "), MAX(" + c + ") FROM " + m.Quote(table...)
 }
 
+// KeyAt implements Dialect.
+func (m MySQL) KeyAt(table []string, col string) string {
+	c := m.Quote(col)
+	return "SELECT " + c + " FROM " + m.Quote(table...) + " ORDER BY " + c + " LIMIT 1 OFFSET ?"
+}
+
 // SelectPage implements Dialect. The keyset condition is spelled out
 // (k1 > ? OR (k1 = ? AND k2 > ?) …) behind k1 >= ?, which MySQL's range
 // optimizer uses; a row-value comparison is not always indexed there.

@@ -100,6 +100,12 @@ func (p Postgres) KeyBounds(table []string, col string) string {
 	return "SELECT min(" + c + "), max(" + c + ") FROM " + p.Quote(table...)
 }
 
+// KeyAt implements Dialect.
+func (p Postgres) KeyAt(table []string, col string) string {
+	c := p.Quote(col)
+	return "SELECT " + c + " FROM " + p.Quote(table...) + " ORDER BY " + c + " LIMIT 1 OFFSET $1"
+}
+
 // SelectPage implements Dialect with a row-value comparison.
 func (p Postgres) SelectPage(table []string, cols, key []string, after bool, r Range, limit int) Query {
 	var q Query

@@ -179,9 +179,11 @@ func columns(ctx context.Context, db querier, d dialect.Dialect, table []string)
 	return out, rows.Err()
 }
 
-// shardBounds splits the first key column's [min, max] evenly into the
-// table's shards: shard i holds lo_i < k1 <= hi_i, the first and last open.
-// More than one shard needs an integer first key column.
+// shardBounds splits the table into shards of about the same number of
+// rows, at quantiles of the first key column: shard i holds lo_i < k1 <=
+// hi_i, the first and last open. More than one shard needs an integer
+// first key column. The bounds are stored in the target by the first run
+// and read back by every later one.
 func (r *Runner) shardBounds(ctx context.Context, t plans.Table) ([]dialect.Range, error) {
 	if t.Shards <= 1 {
 		return []dialect.Range{{}}, nil
@@ -194,19 +196,29 @@ func (r *Runner) shardBounds(ctx context.Context, t plans.Table) ([]dialect.Rang
 	if !lo.Valid {
 		return out, nil // empty table: every shard open; the first copies nothing new
 	}
-	a, err1 := strconv.ParseInt(lo.String, 10, 64)
-	b, err2 := strconv.ParseInt(hi.String, 10, 64)
-	if err1 != nil || err2 != nil {
+	if _, err := strconv.ParseInt(lo.String, 10, 64); err != nil {
 		return nil, fmt.Errorf("table %s: shards > 1 need an integer first key column; %q is not", t.Name, t.Key[0])
 	}
-	span := (float64(b) - float64(a) + 1) / float64(t.Shards)
+	// Quantiles of the first key column, so that skewed keys split into
+	// shards of about the same number of rows: shard i ends at the key of
+	// row (i+1)·count/N in key order.
+	var count int64
+	if err := r.src.QueryRowContext(ctx, r.srcD.CountRows(t.SourceIdent())).Scan(&count); err != nil {
+		return nil, fmt.Errorf("shard bounds of %s: %w", t.Name, err)
+	}
 	for i := range out {
 		if i > 0 {
 			out[i].Lo = out[i-1].Hi
 		}
-		if i < t.Shards-1 {
-			out[i].Hi = a - 1 + int64(span*float64(i+1))
+		if i == t.Shards-1 {
+			break
 		}
+		var at int64
+		pos := count * int64(i+1) / int64(t.Shards)
+		if err := r.src.QueryRowContext(ctx, r.srcD.KeyAt(t.SourceIdent(), t.Key[0]), max(pos-1, 0)).Scan(&at); err != nil {
+			return nil, fmt.Errorf("shard bounds of %s: key at row %d: %w", t.Name, pos, err)
+		}
+		out[i].Hi = at
 	}
 	return out, nil
 }

@@ -219,6 +219,47 @@ func TestRun_ParallelAbsorbsKilled(t *testing.T) {
 	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
 }
 
+// TestRun_ShardsAtQuantiles: a skewed key distribution (most keys dense, a
+// few far away) still splits into shards of about the same number of rows,
+// and a later run keeps the bounds the first one stored.
+func TestRun_ShardsAtQuantiles(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 40000
+	seedBig(t, e.src, "big", n)
+	exec1(t, e.src, `UPDATE big SET id = id * 1000000000 WHERE id > $1`, n-100) // the last 100 keys far away
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 4})
+	wantCode(t, runMigrate(t, "run", "-p", plan, "--json"), 0)
+	bounds := func() string {
+		var s string
+		if err := e.dst.QueryRowContext(t.Context(), `SELECT string_agg(coalesce(lo_key, '-') || '..' || coalesce(hi_key, '-'), ' ' ORDER BY shard)
+  FROM _migrate_checkpoint WHERE plan = $1`, e.name).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first := bounds()
+	rows, err := e.dst.QueryContext(t.Context(), `SELECT shard, rows_done FROM _migrate_checkpoint WHERE plan = $1 ORDER BY shard`, e.name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var shard, done int64
+		if err := rows.Scan(&shard, &done); err != nil {
+			t.Fatal(err)
+		}
+		if done < n/4-n/100 || done > n/4+n/100 {
+			t.Errorf("shard %d holds %d rows, want about %d (bounds %s)", shard, done, n/4, first)
+		}
+	}
+	wantCode(t, runMigrate(t, "run", "-p", plan, "--json"), 0)
+	if again := bounds(); again != first {
+		t.Errorf("bounds changed across runs: %s, then %s", first, again)
+	}
+	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+}
+
 // freeAddr is a loopback address with a port free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()
