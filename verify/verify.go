@@ -2,8 +2,11 @@
 // table in the same key order, as two streams, and merges them, comparing
 // every row by canonical value (canon.go), so that no engine difference —
 // decimal scale, -0, time zones, boolean vs tinyint, JSON key order — shows
-// as a difference and every real one does. Memory stays bounded by one row
-// of each side plus the samples kept; the fence column is never read.
+// as a difference and every real one does. When both sides are on one
+// engine it first compares key-range chunks by count and MD5 in each
+// database and reads only the chunks that differ. Memory stays bounded by
+// one row of each side plus the samples kept; the fence column is never
+// read.
 package verify
 
 import (
