@@ -115,6 +115,10 @@ func Open(ctx context.Context, plan *plans.Plan, opts Options, statusOnly bool) 
 		return nil, err
 	}
 	r.fence, r.cursor = fence.New(r.dstD), cursor.New(r.dstD)
+	r.dst.SetMaxOpenConns(r.poolSize())
+	if r.src != nil {
+		r.src.SetMaxOpenConns(r.poolSize())
+	}
 	if err := r.ping(ctx, statusOnly); err != nil {
 		r.Close()
 		return nil, err
@@ -132,6 +136,20 @@ func (r *Runner) renewFailed(key string, _ error) {
 			}
 		}
 	}
+}
+
+// poolSize caps an instance's connections to each database: two for each
+// shard it may hold at once (--parallel, or every shard of the plan) — a
+// shard writes on one and the takeover's checks and cursor reads take
+// another — and two for setup, estimates and verification.
+func (r *Runner) poolSize() int {
+	k := r.opts.Parallel
+	if k == 0 {
+		for _, t := range r.plan.Tables {
+			k += t.Shards
+		}
+	}
+	return 2*k + 2
 }
 
 func (r *Runner) ping(ctx context.Context, statusOnly bool) error {

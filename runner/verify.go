@@ -75,6 +75,7 @@ func (r *Runner) openScan(ctx context.Context) error {
 	if r.scan, _, err = dialect.Open(ctx, r.dstD, r.plan.Target, dialect.Session{RawTimes: true}); err != nil {
 		return fmt.Errorf("target %s: %w", r.plan.Target, err)
 	}
+	r.scan.SetMaxOpenConns(4) // a chunk hasher, a row comparison, a takeover's check
 	return nil
 }
 
