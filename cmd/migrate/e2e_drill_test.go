@@ -125,8 +125,12 @@ func handedOver(t *testing.T, e *env, d drill.Report, shard int) {
 		}
 	}
 	if mine >= 0 { // it printed a report: what it says it committed must all be before the resume key
+		// It may report fewer: a commit whose reply the pause or the cut
+		// swallowed counts as failed on its side, yet came before the
+		// successor's claim (which waited for it). More would be rows the
+		// successor has overwritten since: stale writes accepted.
 		held := queryInt(t, e.dst, `SELECT count(*) FROM big WHERE id > `+ph[0]+` AND id <= `+ph[1]+` AND _fence = `+ph[2], lo, hi, holderTok)
-		if mine != held {
+		if mine > held {
 			t.Errorf("shard %d: the holder reports %d rows committed, the target keeps %d with its token: %d were written after the takeover",
 				shard, mine, held, mine-held)
 		}
