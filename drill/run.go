@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/migrate-dev/migrate/internal/redisproc"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/runner"
 )
@@ -43,7 +44,7 @@ type drill struct {
 	standbys []*child
 	tproxy   *Proxy // the holder's way to the target
 	rproxy   *Proxy // the holder's way to Redis
-	redis    *redisServer
+	redis    *redisproc.Server
 	owner    string             // the holder's owner id
 	tokens   map[shardKey]int64 // the holder's token per shard at the fault
 	taken    time.Time          // when the takeover was seen
@@ -102,8 +103,8 @@ func (d *drill) close() {
 		d.status.Close()
 	}
 	if d.redis != nil {
-		d.redis.kill()
-		_ = os.RemoveAll(d.redis.dir)
+		d.redis.Kill()
+		_ = os.RemoveAll(d.redis.Dir())
 	}
 }
 
@@ -154,19 +155,19 @@ func (d *drill) drive(ctx context.Context, persistence string) error {
 // startRedis starts the drill's own Redis; the instances use it instead of
 // the plan's.
 func (d *drill) startRedis(ctx context.Context, persist bool) error {
-	bin, err := findRedisServer(d.o.RedisServer)
+	bin, err := redisproc.Find(d.o.RedisServer)
 	if err != nil {
-		return err
+		return fmt.Errorf("drill: redis-restart needs %w, or --redis-server PATH", err)
 	}
 	dir, err := os.MkdirTemp("", "migrate-drill-redis-")
 	if err != nil {
 		return err
 	}
-	if d.redis, err = startRedis(ctx, bin, dir, persist); err != nil {
+	if d.redis, err = redisproc.Start(ctx, bin, dir, persist, setPdeathsig); err != nil {
 		_ = os.RemoveAll(dir)
-		return err
+		return fmt.Errorf("drill: %w", err)
 	}
-	dsn, err := plans.ParseDSN(d.redis.url())
+	dsn, err := plans.ParseDSN(d.redis.URL())
 	if err != nil {
 		return err
 	}
@@ -351,8 +352,8 @@ func (d *drill) inject(ctx context.Context) (err error) {
 		d.log.Info("released the held writes", "bytes", d.late.Bytes, "held", d.late.Released.Sub(d.late.First))
 		err = errors.Join(err, rerr, d.rproxy.Heal())
 	case RedisRestart:
-		d.redis.kill()
-		err = d.redis.start(ctx)
+		d.redis.Kill()
+		err = d.redis.Start(ctx)
 	}
 	return err
 }
