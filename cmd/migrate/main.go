@@ -31,7 +31,7 @@ const usage = `migrate copies large tables between PostgreSQL and MySQL/MariaDB 
 checkpointed batches under a Redis lease, fenced at the target.
 
 Usage:
-  migrate run      -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify] [--metrics-addr ADDR]
+  migrate run      -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify] [--metrics-addr ADDR] [--parallel K]
   migrate status   -p PLAN [--json]
   migrate verify   -p PLAN [--json] [--report FILE.md] [--table NAME]
   migrate repair   -p PLAN [--table NAME] [--delete-extra] [--json]

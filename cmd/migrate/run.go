@@ -35,7 +35,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	memProfile := fs.String("memprofile", "", "write an allocation profile at the end of the run to this file (go tool pprof)")
 	dryRun := fs.Bool("dry-run", false, "report what the run would do (rows to insert or update, schema differences, DDL, an estimate); take no lease, write nothing")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate run -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify] [--metrics-addr ADDR]\n\nCopies every shard of the plan; run it again to resume after a crash.\nExample: migrate run -p orders.yaml --instance node-a")
+		fmt.Fprintln(fs.Output(), "usage: migrate run -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify] [--metrics-addr ADDR] [--parallel K]\n\nCopies every shard of the plan; run it again to resume after a crash.\nExample: migrate run -p orders.yaml --instance node-a")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
