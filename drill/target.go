@@ -15,6 +15,7 @@ import (
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/plans"
 )
 
@@ -140,13 +141,19 @@ func leaseKeys(ctx context.Context, rdb *redis.Client, plan string) (leases, oth
 	return leases, others, iter.Err()
 }
 
+// openRedis connects to the plan's one Redis server; the drill proxies a
+// single TCP address, so Sentinel and Cluster URLs are refused.
 func openRedis(d plans.DSN) (*redis.Client, error) {
-	o, err := redis.ParseURL(d.Secret())
+	rdb, err := lock.Dial(d.Secret())
 	if err != nil {
-		return nil, fmt.Errorf("redis DSN %s: invalid", d)
+		return nil, fmt.Errorf("redis DSN %s: %w", d, err)
 	}
-	o.ContextTimeoutEnabled = true
-	return redis.NewClient(o), nil
+	c, ok := rdb.(*redis.Client)
+	if !ok {
+		_ = rdb.Close()
+		return nil, fmt.Errorf("drill: redis DSN %s is not one server; the drill proxies one Redis address (use redis://host:port)", d)
+	}
+	return c, nil
 }
 
 // hostPort is the TCP address of d, with the engine's default port.

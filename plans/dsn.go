@@ -82,10 +82,10 @@ func ParseDSN(s string) (DSN, error) {
 		engine = Postgres
 	case "mysql":
 		engine = MySQL
-	case "redis", "rediss":
+	case "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster":
 		engine = Redis
 	default:
-		return DSN{}, dsnErrorf("unsupported scheme %q (want postgres://, postgresql://, mysql://, redis:// or rediss://)", scheme)
+		return DSN{}, dsnErrorf("unsupported scheme %q (want postgres://, postgresql://, mysql://, redis://, rediss://, redis+sentinel:// or redis+cluster://)", scheme)
 	}
 	return parseURL(engine, s)
 }

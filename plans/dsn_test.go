@@ -103,6 +103,16 @@ func TestParseDSN(t *testing.T) {
 			redacted: "redis://localhost:6379/0",
 		},
 		{
+			name: "redis sentinel", in: "redis+sentinel://:spw@s1:26379/0?master_name=main&addr=s2:26379&password=mpw",
+			engine: Redis, pass: "spw", host: "s1", port: "26379", db: "0",
+			redacted: "redis+sentinel://:xxxxx@s1:26379/0?master_name=main&addr=s2:26379&password=xxxxx",
+		},
+		{
+			name: "redis cluster", in: "rediss+cluster://worker:rpw@n1:7000?addr=n2:7000&addr=n3:7000",
+			engine: Redis, user: "worker", pass: "rpw", host: "n1", port: "7000",
+			redacted: "rediss+cluster://worker:xxxxx@n1:7000?addr=n2:7000&addr=n3:7000",
+		},
+		{
 			name: "surrounding space trimmed", in: "  redis://localhost:6379/0\n",
 			engine: Redis, host: "localhost", port: "6379", db: "0",
 			redacted: "redis://localhost:6379/0",

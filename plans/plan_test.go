@@ -259,7 +259,7 @@ func TestParse_invalid(t *testing.T) {
 			name: "bad DSNs",
 			yaml: "name: x\nsource: postgress://u:Pa55word@h/db\ntarget: ${REDIS_URL}\nredis: ${SOURCE_URL}\ntables: [{name: t, key: [id]}]\n",
 			want: []string{
-				`plan.yaml:2: source: invalid DSN: unsupported scheme "postgress" (want postgres://, postgresql://, mysql://, redis:// or rediss://)`,
+				`plan.yaml:2: source: invalid DSN: unsupported scheme "postgress" (want postgres://, postgresql://, mysql://, redis://, rediss://, redis+sentinel:// or redis+cluster://)`,
 				"plan.yaml:3: target must be a postgres:// or mysql:// DSN, not redis",
 				"plan.yaml:4: redis must be a redis:// DSN, not postgres",
 			},

@@ -66,7 +66,7 @@ type Runner struct {
 	srcD   dialect.Dialect
 	dstD   dialect.Dialect
 	scan   *sql.DB // target pool without statement timeouts, for verification
-	rdb    *redis.Client
+	rdb    redis.UniversalClient
 	locker *lock.Locker
 	fence  *fence.Fence
 	cursor *cursor.Store
@@ -101,14 +101,10 @@ func Open(ctx context.Context, plan *plans.Plan, opts Options, statusOnly bool) 
 			return nil, fmt.Errorf("source %s: %w", plan.Source, err)
 		}
 	}
-	ropts, err := redis.ParseURL(plan.Redis.Secret())
-	if err != nil {
+	if r.rdb, err = lock.Dial(plan.Redis.Secret()); err != nil {
 		r.Close()
-		return nil, fmt.Errorf("redis DSN %s: invalid", plan.Redis)
+		return nil, fmt.Errorf("redis DSN %s: %w", plan.Redis, err)
 	}
-	ropts.ContextTimeoutEnabled = true
-	ropts.MaxRetries = 1
-	r.rdb = redis.NewClient(ropts)
 	r.locker, err = lock.New(r.rdb, lock.Options{TTL: plan.LeaseTTL, Logger: r.log, OnRenewFailure: r.renewFailed})
 	if err != nil {
 		r.Close()

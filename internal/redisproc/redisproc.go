@@ -18,7 +18,12 @@ import (
 
 // Server is one redis-server process.
 type Server struct {
-	Port    int
+	Port int
+	// Conf, if set, is a config file given first (sentinels need one they
+	// can rewrite); Args are more options, after the defaults. Both apply
+	// from the next Start.
+	Conf    string
+	Args    []string
 	bin     string
 	dir     string
 	persist bool
@@ -45,15 +50,26 @@ func Find(bin string) (string, error) {
 // append-only file fsynced at every write keeps the data across restarts.
 // prepare, if not nil, sets up each process before it starts.
 func Start(ctx context.Context, bin, dir string, persist bool, prepare func(*exec.Cmd)) (*Server, error) {
+	s, err := New(bin, dir, persist, prepare)
+	if err != nil {
+		return nil, err
+	}
+	return s, s.Start(ctx)
+}
+
+// New is Start without starting: set Conf or Args first.
+func New(bin, dir string, persist bool, prepare func(*exec.Cmd)) (*Server, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
-	s := &Server{Port: port, bin: bin, dir: dir, persist: persist, prepare: prepare}
-	return s, s.Start(ctx)
+	return &Server{Port: port, bin: bin, dir: dir, persist: persist, prepare: prepare}, nil
 }
+
+// Addr is the server's host:port.
+func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port)) }
 
 // URL is the server's redis:// URL.
 func (s *Server) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.Port) }
@@ -71,8 +87,13 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.persist {
 		appendonly = "yes"
 	}
-	s.cmd = exec.Command(s.bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.Port), "--dir", s.dir,
+	var args []string
+	if s.Conf != "" {
+		args = append(args, s.Conf)
+	}
+	args = append(args, "--bind", "127.0.0.1", "--port", strconv.Itoa(s.Port), "--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, "redis.log"), "--save", "", "--appendonly", appendonly, "--appendfsync", "always")
+	s.cmd = exec.Command(s.bin, append(args, s.Args...)...)
 	if s.prepare != nil {
 		s.prepare(s.cmd)
 	}

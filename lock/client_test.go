@@ -1,0 +1,148 @@
+package lock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/migrate-dev/migrate/internal/testsvc"
+)
+
+func dial(t *testing.T, url string) redis.UniversalClient {
+	t.Helper()
+	rdb, err := Dial(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// leaseCycle runs what a shard's lease goes through on rdb: grant, refusal
+// of a second owner, standby inspection, a takeover record, release, and
+// the next grant with a larger token. Every script touches several keys of
+// one lease, which a cluster refuses (CROSSSLOT) unless they share a slot.
+func leaseCycle(t *testing.T, l *Locker, base string) {
+	t.Helper()
+	ctx := t.Context()
+	a := mustAcquire(t, l, base, NewOwnerID("a"))
+	if _, err := l.Acquire(ctx, base, NewOwnerID("b")); !errors.Is(err, ErrHeld) {
+		t.Fatalf("%s: second owner got %v, want ErrHeld", base, err)
+	}
+	if info, err := l.Inspect(ctx, base); err != nil || !info.Held || info.Owner != a.Owner() {
+		t.Fatalf("%s: inspect = %+v, %v", base, info, err)
+	}
+	if n, err := l.RecordTakeover(ctx, base, a.Token(), time.Minute, `{"x":1}`); err != nil || n != 1 {
+		t.Fatalf("%s: record takeover = %d, %v", base, n, err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatalf("%s: release: %v", base, err)
+	}
+	b := mustAcquire(t, l, base, NewOwnerID("b"))
+	if b.Token() != a.Token()+1 || b.Previous().Owner != a.Owner() {
+		t.Fatalf("%s: next grant token %d previous %+v, want %d after %s", base, b.Token(), b.Previous(), a.Token()+1, a.Owner())
+	}
+	if err := l.RaiseToken(ctx, base, b.Token()+10); err != nil {
+		t.Fatalf("%s: raise token: %v", base, err)
+	}
+}
+
+// TestDial_Cluster: leases of many shards spread over the nodes of a real
+// Redis Cluster and each works whole, on whichever node owns its slot.
+func TestDial_Cluster(t *testing.T) {
+	t.Parallel()
+	rc := testsvc.StartRedisCluster(t, 3)
+	rdb := dial(t, rc.URL)
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		t.Fatalf("%s gave a %T, want a cluster client", rc.URL, rdb)
+	}
+	l := newLocker(t, rdb, Options{TTL: 2 * time.Second})
+	nodes := map[string]bool{}
+	for i := range 12 {
+		base := fmt.Sprintf("migrate:{plan:public.orders:%d}", i)
+		leaseCycle(t, l, base)
+		node, err := cc.MasterForKey(t.Context(), leaseKey(base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[node.Options().Addr] = true
+	}
+	if len(nodes) != 3 {
+		t.Errorf("12 shards' leases landed on %d of 3 nodes: %v", len(nodes), nodes)
+	}
+}
+
+// TestDial_Sentinel: a client through Sentinel follows a failover; the
+// lease, replicated before it, stays its holder's and keeps renewing on the
+// promoted replica, and a second owner is still refused.
+func TestDial_Sentinel(t *testing.T) {
+	t.Parallel()
+	rs := testsvc.StartRedisSentinel(t)
+	rdb := dial(t, rs.URL)
+	const ttl = 5 * time.Second
+	l := newLocker(t, rdb, Options{TTL: ttl})
+	leaseCycle(t, l, "migrate:{plan:t:0}")
+
+	base := "migrate:{plan:t:1}"
+	le := mustAcquire(t, l, base, NewOwnerID("a"))
+	if n, err := rdb.Do(t.Context(), "WAIT", 1, 1000).Int(); err != nil || n != 1 { // the replica has the lease
+		t.Fatalf("WAIT = %d, %v", n, err)
+	}
+	rs.Failover()
+	if got := rs.PrimaryAddr(); got != rs.Replica.Addr() {
+		t.Fatalf("primary %s after failover, want the replica %s", got, rs.Replica.Addr())
+	}
+	failedOver := time.Now()
+	time.Sleep(l.opts.RenewEvery + 500*time.Millisecond)
+	if !alive(le) || !le.Deadline().After(failedOver.Add(l.opts.validity()-l.opts.RenewEvery)) {
+		t.Fatalf("lease alive %v, deadline %v after the failover: not renewed on the new primary", alive(le), time.Until(le.Deadline()))
+	}
+	var held *HeldError
+	if _, err := l.Acquire(t.Context(), base, NewOwnerID("b")); !errors.As(err, &held) || held.Owner != le.Owner() || held.Token != le.Token() {
+		t.Fatalf("second owner after failover: %v, want held by %s token %d", err, le.Owner(), le.Token())
+	}
+}
+
+// TestDial_URLs: schemes pick the client; bad URLs say why without the
+// password.
+func TestDial_URLs(t *testing.T) {
+	for url, want := range map[string]string{
+		"redis://127.0.0.1:1/0": "*redis.Client",
+		"redis+sentinel://127.0.0.1:1/0?master_name=m&addr=127.0.0.1:2": "*redis.Client",
+		"redis+cluster://127.0.0.1:1?addr=127.0.0.1:2":                  "*redis.ClusterClient",
+	} {
+		rdb, err := Dial(url)
+		if err != nil {
+			t.Errorf("%s: %v", url, err)
+			continue
+		}
+		if got := fmt.Sprintf("%T", rdb); got != want {
+			t.Errorf("%s: %s, want %s", url, got, want)
+		}
+		_ = rdb.Close()
+	}
+	for url, want := range map[string]string{
+		"redis+sentinel://:s3cret@127.0.0.1:1/0":           "master_name",
+		"redis+cluster://:s3cret@127.0.0.1:1?bogus=s3cret": "unexpected option",
+		"redis+ring://:s3cret@127.0.0.1:1":                 "scheme must be",
+		"redis://:s3cret@127.0.0.1:1/0":                    "",
+	} {
+		rdb, err := Dial(url)
+		if want == "" {
+			if err != nil {
+				t.Errorf("%s: %v", url, err)
+			} else {
+				_ = rdb.Close()
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: error %v, want one saying %q without the password", url, err, want)
+		}
+	}
+}
