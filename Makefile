@@ -12,6 +12,7 @@ test:
 demo:
 	scripts/demo.sh
 
-# BENCH_ROWS, BENCH_RUNS, BENCH_ONLY, BENCH_SCALE_ROWS, BENCH_DURABLE: see scripts/bench.sh.
+# BENCH_ROWS, BENCH_RUNS, BENCH_ONLY, BENCH_SCALE_ROWS, BENCH_DURABLE, BENCH_FLEET,
+# BENCH_FLEET_SHARDS, BENCH_FLEET_INSTANCES, BENCH_FLEET_TTL: see scripts/bench.sh.
 bench:
 	scripts/bench.sh

@@ -6,6 +6,7 @@
 #   BENCH_ROWS=100000 BENCH_RUNS=1 make bench    a quick one
 #   BENCH_ONLY=pg-pg,verify make bench           some of it (see "Sections")
 #   BENCH_SCALE_ROWS=10000000 make bench         also the peak RSS of PG->PG at 10M rows
+#   BENCH_ONLY=fleet make bench                  only the fleet table (shards x instances; BENCH_FLEET=1: also)
 #
 # It starts the local services (scripts/services.sh), builds bin/migrate, seeds
 # one table of BENCH_ROWS rows (default 1,000,000, ~250 bytes each: bigint key,
@@ -34,6 +35,23 @@
 #             own databases at once (sum(hashtextextended(t::text, 0)) / CHECKSUM TABLE)
 #   pgloader  (pg-pg, my-pg) pgloader into a fresh PostgreSQL database
 #
+# and, when asked for (BENCH_ONLY=fleet or BENCH_FLEET=1), in the same runs:
+#
+#   fleet     PG->PG only: for each shard count S of BENCH_FLEET_SHARDS (default
+#             "1 2 4") and instance count N of BENCH_FLEET_INSTANCES (default
+#             "1 2 3"), a fresh target database and plan name, a plan file with
+#             `shards: S` (lease_ttl BENCH_FLEET_TTL, default 30s; batch_size
+#             1000; DSNs as ${MBENCH_SOURCE} etc., from the environment), and N
+#             `migrate run -p PLAN --instance fleet-I --parallel S` started at
+#             once. Wall time runs from the start of the first to the exit of the
+#             last (every one must exit 0 and the target hold every row). The
+#             Redis commands of the cell are the difference of INFO commandstats
+#             before and after it, INFO itself left out (server-wide: another
+#             client of the same Redis meanwhile counts too). A Markdown table
+#             gives, per cell, the median wall time over the runs, rows/s, the
+#             rows_written of each instance in each run, Redis commands/s and
+#             per instance; then the commands one by one for the largest cell.
+#
 # Each `migrate run` is the plan-less form with --no-progress --json --no-verify
 # (DSNs through MIGRATE_SOURCE/TARGET/REDIS, not argv), a plan name of its own, a
 # fresh target database and its peak RSS from /usr/bin/time. It runs a copy of
@@ -46,9 +64,12 @@
 # Progress goes to stderr. Exit 1 when a measurement failed (pgloader aside).
 #
 # Sections: BENCH_ONLY is a comma-separated list of directions (pg-pg, my-my,
-# pg-my, my-pg) and extras (replay, verify, pgloader, scale). Listed directions
-# run with the listed extras; no direction listed means all of them, no extra
-# listed means all of them (scale only with BENCH_SCALE_ROWS).
+# pg-my, my-pg) and extras (replay, verify, pgloader, scale, fleet). Listed
+# directions run with the listed extras; no direction listed means all of them,
+# no extra listed means all of them (scale only with BENCH_SCALE_ROWS, fleet
+# only with BENCH_FLEET=1). fleet runs whenever it is listed, whatever the
+# directions, and alone (BENCH_ONLY=fleet) it is all that runs: no direction,
+# no MariaDB seed.
 #
 # By default (BENCH_DURABLE=1) the bench turns on PostgreSQL fsync,
 # synchronous_commit and full_page_writes and MariaDB
@@ -66,6 +87,11 @@ cd "$(dirname "$0")/.."
 ROWS=${BENCH_ROWS:-1000000}
 RUNS=${BENCH_RUNS:-3}
 SCALE_ROWS=${BENCH_SCALE_ROWS:-}
+FLEET=${BENCH_FLEET:-}
+[ "$FLEET" = 0 ] && FLEET=
+FLEET_SHARDS=${BENCH_FLEET_SHARDS:-1 2 4}
+FLEET_INSTANCES=${BENCH_FLEET_INSTANCES:-1 2 3}
+FLEET_TTL=${BENCH_FLEET_TTL:-30s}
 ONLY=${BENCH_ONLY:-}
 DURABLE=${BENCH_DURABLE-1}
 [ "$DURABLE" = 0 ] && DURABLE=
@@ -74,7 +100,7 @@ TABLE=orders
 TAG=$$                  # names this invocation's plans and files
 
 DIRECTIONS=(pg-pg my-my pg-my my-pg)
-EXTRAS=(replay verify pgloader scale)
+EXTRAS=(replay verify pgloader scale fleet)
 
 # ---------------------------------------------------------------- helpers
 
@@ -108,9 +134,17 @@ parse_only() {
     else die "BENCH_ONLY: unknown section '$w' (directions: ${DIRECTIONS[*]}; extras: ${EXTRAS[*]})"
     fi
   done
+  # fleet alone: no direction
+  if [ ${#only_dirs[@]} -eq 0 ] && [ ${#only_extras[@]} -gt 0 ]; then
+    FLEET_ALONE=1
+    for w in "${only_extras[@]}"; do [ "$w" = fleet ] || FLEET_ALONE=; done
+  fi
 }
-want_dir() { [ ${#only_dirs[@]} -eq 0 ] || in_list "$1" "${only_dirs[@]}"; }
+FLEET_ALONE=   # BENCH_ONLY names fleet and nothing else
+want_dir() { [ -z "$FLEET_ALONE" ] && { [ ${#only_dirs[@]} -eq 0 ] || in_list "$1" "${only_dirs[@]}"; }; }
 want_extra() { [ ${#only_extras[@]} -eq 0 ] || in_list "$1" "${only_extras[@]}"; }
+# want_fleet: fleet listed, or BENCH_FLEET=1 and no extra listed.
+want_fleet() { in_list fleet "${only_extras[@]}" || { [ -n "$FLEET" ] && want_extra fleet; }; }
 
 # ---------------------------------------------------------------- results
 #
@@ -513,6 +547,143 @@ pgloader_load() {
   log "  $key: $(elapsed "$t0" "$t1") s"
 }
 
+# ---------------------------------------------------------------- fleet
+
+# redis_calls FILE: "command calls" for every command the Redis server has
+# run since it started (INFO commandstats), into FILE.
+redis_calls() {
+  redis-cli -u "$REDIS_URL" info commandstats | tr -d '\r' |
+    awk -F: '/^cmdstat_/ { n = $2; sub(/^calls=/, "", n); sub(/,.*/, "", n); print substr($1, 9), n }' >"$1"
+}
+# redis_delta BEFORE AFTER: "command calls" made between the two, INFO left
+# out, most called first.
+redis_delta() {
+  awk 'NR == FNR { b[$1] = $2; next } $1 != "info" && $2 - b[$1] > 0 { print $1, $2 - b[$1] }' "$1" "$2" |
+    sort -k2,2nr -k1,1
+}
+
+# fleet_cell S N: N instances of `migrate run` of one plan with S shards,
+# started at once; the wall time until the last exits, each one's
+# rows_written and the Redis commands meanwhile, in $work/fleet.tsv:
+# S <tab> N <tab> RUN <tab> SECONDS <tab> REDIS_COMMANDS <tab> ROWS+ROWS+…
+fleet_cell() {
+  local s=$1 n=$2 key="fleet.s$1.i$2" name="mbench-$TAG-fleet-s$1-i$2-$run"
+  local plan=$work/$name.yaml src dst i rc t0 t1 wall cnt ops bad='' pids=() rcs=() rows=()
+  fresh_pg mbench_dst
+  del_plan_keys "$name"
+  # The DSNs come from the environment (${…} expansion), not the file or argv.
+  cat >"$plan" <<YAML
+name: $name
+source: \${MBENCH_SOURCE}
+target: \${MBENCH_TARGET}
+redis: \${MBENCH_REDIS}
+lease_ttl: $FLEET_TTL
+batch_size: 1000
+tables:
+  - name: $TABLE
+    key: [id]
+    shards: $s
+YAML
+  src=$(pg_dsn mbench_src) dst=$(pg_dsn mbench_dst)
+  redis_calls "$work/$name.redis-before"
+  t0=$(now)
+  for i in $(seq "$n"); do
+    MBENCH_SOURCE=$src MBENCH_TARGET=$dst MBENCH_REDIS=$REDIS_URL \
+      "$work/migrate" run -p "$plan" --instance "fleet-$i" --parallel "$s" --no-progress --json --no-verify \
+      >"$work/$name.$i.json" 2>"$work/$name.$i.log" &
+    pids+=("$!")
+  done
+  for i in "${!pids[@]}"; do rc=0; wait "${pids[$i]}" || rc=$?; rcs+=("$rc"); done
+  t1=$(now)
+  redis_calls "$work/$name.redis-after"
+  wall=$(elapsed "$t0" "$t1")
+  for i in $(seq "$n"); do
+    rc=${rcs[i - 1]}
+    if [ "$rc" -ne 0 ] && [ -z "$bad" ]; then
+      bad="instance fleet-$i exit $rc: $(grep -o '"error": *"[^"]*"' "$work/$name.$i.json" || tail -n1 "$work/$name.$i.log")"
+    fi
+    rc=$(json_int rows_written "$work/$name.$i.json")
+    rows+=("${rc:-?}")
+  done
+  del_plan_keys "$name"
+  if [ -n "$bad" ]; then fail "$key" "$bad"; return 0; fi
+  cnt=$(pg mbench_dst -c "SELECT count(*) FROM $TABLE")
+  if [ "$cnt" != "$ROWS" ]; then fail "$key" "the target has $cnt rows, not $ROWS"; return 0; fi
+  redis_delta "$work/$name.redis-before" "$work/$name.redis-after" >"$work/$key.$run.redis"
+  ops=$(awk '{ s += $2 } END { print s + 0 }' "$work/$key.$run.redis")
+  record "$key" "$wall"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "$n" "$run" "$wall" "$ops" "$(IFS=+; echo "${rows[*]}")" >>"$work/fleet.tsv"
+  log "  $key: $wall s, rows per instance ${rows[*]}, $ops Redis commands ($(awk -v o="$ops" -v w="$wall" 'BEGIN { printf "%.1f", o / w }')/s)"
+}
+
+# fleet_cells: every cell of BENCH_FLEET_SHARDS x BENCH_FLEET_INSTANCES, once.
+fleet_cells() {
+  local s n
+  for s in $FLEET_SHARDS; do
+    for n in $FLEET_INSTANCES; do
+      log "fleet: $s shard(s), $n instance(s)"
+      fleet_cell "$s" "$n"
+    done
+  done
+}
+
+# fleet_report: the fleet's Markdown table, then the Redis commands of the
+# largest cell (most shards x instances) one by one.
+fleet_report() {
+  local s n big='' best=0 reason
+  echo
+  echo "### fleet: PG->PG, N instances of \`migrate run -p PLAN --parallel S\` started at once"
+  echo
+  echo "$ROWS rows; plan: shards S, lease_ttl $FLEET_TTL, batch_size 1000; each instance --no-progress --json --no-verify."
+  if [ "$RUNS" -eq 1 ]; then
+    echo "One run per cell (BENCH_RUNS=1): wall s and redis ops/s are that run's."
+  else
+    echo "Medians over $RUNS runs of wall s and of redis ops/s; rows/s = rows / median wall s; rows per instance: each run's, runs separated by \" / \"."
+  fi
+  echo "Redis ops: INFO commandstats after minus before the cell, INFO left out, server-wide (other clients of this Redis meanwhile count too)."
+  echo
+  echo "| shards | instances | wall s | rows/s | rows per instance | redis ops/s | redis ops/s per instance |"
+  echo "|---:|---:|---:|---:|---|---:|---:|"
+  for s in $FLEET_SHARDS; do
+    for n in $FLEET_INSTANCES; do
+      if ! { [ -f "$work/fleet.tsv" ] && awk -F'\t' -v s="$s" -v n="$n" '$1 == s && $2 == n { f = 1 } END { exit !f }' "$work/fleet.tsv"; }; then
+        reason=$( (grep "^fleet\.s$s\.i$n	" "$work/failed.tsv" 2>/dev/null || true) | head -n1 | cut -f2 | cut -c1-100)
+        reason=${reason:-not run}
+        printf '| %s | %s | n/a | n/a | %s | n/a | n/a |\n' "$s" "$n" "${reason//|//}"
+        continue
+      fi
+      if [ $((s * n)) -ge "$best" ]; then best=$((s * n)) big="$s $n"; fi
+      awk -F'\t' -v s="$s" -v n="$n" -v rows="$ROWS" '
+        function median(a, k,   i, j, t) {
+          for (i = 1; i < k; i++) for (j = i; j > 0 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
+          return (k % 2) ? a[int(k/2)] : (a[k/2-1] + a[k/2]) / 2
+        }
+        BEGIN { k = 0 }
+        $1 == s && $2 == n { w[k] = $4 + 0; o[k] = ($4 > 0 ? $5 / $4 : 0); split_rows = split_rows (k ? " / " : "") $6; k++ }
+        END {
+          mw = median(w, k); mo = median(o, k)
+          printf "| %s | %s | %.2f | %.0f | %s | %.1f | %.1f |\n", s, n, mw, (mw > 0 ? rows / mw : 0), split_rows, mo, mo / n
+        }' "$work/fleet.tsv"
+    done
+  done
+  [ -n "$big" ] || return 0
+  s=${big% *} n=${big#* }
+  local wall k
+  read -r wall k < <(awk -F'\t' -v s="$s" -v n="$n" '$1 == s && $2 == n { w += $4; k++ } END { print w + 0, k + 0 }' "$work/fleet.tsv")
+  echo
+  echo "Redis commands of the largest cell ($s shards, $n instances), summed over its $k run(s) ($wall s of wall time):"
+  echo
+  echo "| command | calls | calls/s | calls/s per instance |"
+  echo "|---|---:|---:|---:|"
+  cat "$work/fleet.s$s.i$n".*.redis | awk -v w="$wall" -v n="$n" '
+    { c[$1] += $2; t += $2 }
+    END {
+      for (k in c) printf "| %s | %d | %.1f | %.2f |\n", k, c[k], c[k] / w, c[k] / w / n | "sort -t\"|\" -k3,3nr"
+      close("sort -t\"|\" -k3,3nr")
+      printf "| total | %d | %.1f | %.2f |\n", t, t / w, t / w / n
+    }'
+}
+
 # ---------------------------------------------------------------- the report
 
 # stats KEY: "median max_rss_kb values…" of KEY over the runs (empty when none).
@@ -574,9 +745,18 @@ max_rss_mb() {
 report() {
   local pgb myb
   pgb=$(pg mbench_src -c "SELECT pg_table_size('$TABLE')")
-  myb=$(my -e "SELECT data_length FROM information_schema.tables WHERE table_schema = 'mbench_src' AND table_name = '$TABLE'")
   echo
   echo "migrate bench: $ROWS rows, $RUNS run(s), medians; $(date -u +%Y-%m-%dT%H:%MZ); bin/migrate built from $BUILD_REV"
+  if [ -n "$FLEET_ALONE" ]; then   # no MariaDB seed
+    awk -v p="$pgb" -v n="$ROWS" 'BEGIN { printf "source table: PostgreSQL %.1f MB (%.0f B/row)\n", p / 1e6, p / n }'
+    echo "machine: $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo);" \
+      "PostgreSQL $(pg mbench_src -c "SHOW server_version" | cut -d' ' -f1) fsync=$(pg mbench_src -c "SHOW fsync")" \
+      "synchronous_commit=$(pg mbench_src -c "SHOW synchronous_commit"); Redis $(redis-cli -u "$REDIS_URL" info server | tr -d '\r' | sed -n 's/^redis_version://p')"
+    fleet_report
+    report_failed
+    return
+  fi
+  myb=$(my -e "SELECT data_length FROM information_schema.tables WHERE table_schema = 'mbench_src' AND table_name = '$TABLE'")
   awk -v p="$pgb" -v m="$myb" -v n="$ROWS" 'BEGIN {
     printf "source tables: PostgreSQL %.1f MB (%.0f B/row), MariaDB %.1f MB (%.0f B/row)\n", p / 1e6, p / n, m / 1e6, m / n }'
   echo "machine: $(nproc) cores, $(awk '/MemTotal/ { printf "%.0f GiB", $2 / 1048576 }' /proc/meminfo);" \
@@ -666,6 +846,10 @@ report() {
       goal "$d verify / hash both tables at once" "$(ratio "$(median "$d.verify")" "$(median "$d.hash-both")")" "<=" 1.5
     done
   fi
+  if want_fleet; then fleet_report; fi
+  report_failed
+}
+report_failed() {
   if [ -s "$work/failed.tsv" ]; then
     echo
     echo "failed or not measured:"
@@ -708,6 +892,15 @@ main() {
   parse_only
   [ "$ROWS" -ge 1000 ] 2>/dev/null || die "BENCH_ROWS must be a number >= 1000"
   [ "$RUNS" -ge 1 ] 2>/dev/null || die "BENCH_RUNS must be a number >= 1"
+  if want_fleet; then
+    local x
+    FLEET_SHARDS=${FLEET_SHARDS//,/ } FLEET_INSTANCES=${FLEET_INSTANCES//,/ }
+    for x in $FLEET_SHARDS; do [ "$x" -ge 1 ] 2>/dev/null || die "BENCH_FLEET_SHARDS: '$x' is not a number >= 1"; done
+    for x in $FLEET_INSTANCES; do [ "$x" -ge 1 ] 2>/dev/null || die "BENCH_FLEET_INSTANCES: '$x' is not a number >= 1"; done
+    if [ -z "${FLEET_SHARDS// /}" ] || [ -z "${FLEET_INSTANCES// /}" ]; then
+      die "BENCH_FLEET_SHARDS and BENCH_FLEET_INSTANCES must not be empty"
+    fi
+  fi
   work=$(mktemp -d /tmp/mbench.XXXXXX)
   trap cleanup EXIT
   : >"$work/results.tsv"
@@ -727,13 +920,15 @@ main() {
   if [ -n "$DURABLE" ]; then durable_on; fi
 
   seed_pg mbench_src "$ROWS"
-  seed_my mbench_src "$ROWS"
-  same_data
-  my_file_setup
-  # Files made beforehand for the raw bulk loads.
-  log "writing the bulk-load files"
-  pg mbench_src -c "COPY $TABLE TO STDOUT" >"$work/pg.copy"
-  my_export mbench_src "$(my_file load)"
+  if [ -z "$FLEET_ALONE" ]; then
+    seed_my mbench_src "$ROWS"
+    same_data
+    my_file_setup
+    # Files made beforehand for the raw bulk loads.
+    log "writing the bulk-load files"
+    pg mbench_src -c "COPY $TABLE TO STDOUT" >"$work/pg.copy"
+    my_export mbench_src "$(my_file load)"
+  fi
 
   for run in $(seq "$RUNS"); do
     log "run $run of $RUNS"
@@ -758,6 +953,7 @@ main() {
       tool my pg
       if want_extra pgloader; then pgloader_load my; fi
     fi
+    if want_fleet; then fleet_cells; fi
   done
 
   if [ -n "$SCALE_ROWS" ] && want_dir pg-pg && want_extra scale; then
