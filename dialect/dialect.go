@@ -138,6 +138,9 @@ type Dialect interface {
 	// UniqueKeys yields (index name, column name) rows for every unique
 	// index or constraint of the table, columns in index order.
 	UniqueKeys(table []string) (string, []any)
+	// Connections yields one row: the connections clients may open (the
+	// server's limit less reserved ones) and those open now.
+	Connections() string
 	// EstimateRows yields one approximate row count, cheaply.
 	EstimateRows(table []string) (string, []any)
 	// CountRows yields the exact row count.

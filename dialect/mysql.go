@@ -170,6 +170,16 @@ WHERE ` + cond + ` AND non_unique = 0 AND sub_part IS NULL
 ORDER BY index_name, seq_in_index`, args
 }
 
+// Connections implements Dialect: Threads_connected from the status table
+// of the flavour (MySQL 8 moved it to performance_schema).
+func (m MySQL) Connections() string {
+	status := "performance_schema.global_status"
+	if m.MariaDB {
+		status = "information_schema.GLOBAL_STATUS"
+	}
+	return "SELECT @@max_connections, (SELECT CAST(VARIABLE_VALUE AS SIGNED) FROM " + status + " WHERE VARIABLE_NAME = 'Threads_connected')"
+}
+
 // EstimateRows implements Dialect.
 func (m MySQL) EstimateRows(table []string) (string, []any) {
 	cond, args := m.where(table)

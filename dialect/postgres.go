@@ -84,6 +84,12 @@ WHERE i.indrelid = $1::regclass AND i.indisunique AND i.indpred IS NULL AND i.in
 ORDER BY c.relname, k.n`, []any{p.regclass(table)}
 }
 
+// Connections implements Dialect.
+func (Postgres) Connections() string {
+	return `SELECT current_setting('max_connections')::int - current_setting('superuser_reserved_connections')::int,
+  (SELECT count(*)::int FROM pg_catalog.pg_stat_activity WHERE backend_type = 'client backend')`
+}
+
 // EstimateRows implements Dialect.
 func (p Postgres) EstimateRows(table []string) (string, []any) {
 	return `SELECT GREATEST(reltuples, 0)::bigint FROM pg_catalog.pg_class WHERE oid = $1::regclass`, []any{p.regclass(table)}

@@ -16,6 +16,7 @@ type Report struct {
 	StaleRejections int           `json:"stale_rejections"`
 	ReplayedRows    int64         `json:"replayed_rows"`
 	ElapsedMs       int64         `json:"elapsed_ms"`
+	Parallel        int           `json:"parallel"` // shards held at once at most (--parallel, or its default)
 	Takeovers       []Takeover    `json:"takeovers"`
 	Shards          []ShardResult `json:"shards"`
 	Verify          *Verification `json:"verify"`          // null when skipped

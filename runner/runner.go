@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -51,8 +52,9 @@ type Options struct {
 	Log      *slog.Logger
 	Progress Progress         // may be nil
 	Metrics  *metrics.Metrics // may be nil
-	// Parallel caps the shards this instance holds at once (0: all of
-	// them), so that other instances of the plan find free shards to take.
+	// Parallel caps the shards this instance holds at once, so that other
+	// instances of the plan find free shards to take (0: from the cores and
+	// the databases' free connections, see defaultParallel).
 	Parallel int
 }
 
@@ -74,7 +76,7 @@ type Runner struct {
 	mu     sync.Mutex
 	report Report
 	left   map[fence.Shard]int64 // rows left to copy, estimated, for the backlog metric
-	slots  chan struct{}         // one per shard held, when Options.Parallel caps them
+	slots  chan struct{}         // one per shard held at once (Options.Parallel)
 }
 
 // Open connects to the plan's target and Redis, and to its source unless
@@ -111,15 +113,66 @@ func Open(ctx context.Context, plan *plans.Plan, opts Options, statusOnly bool) 
 		return nil, err
 	}
 	r.fence, r.cursor = fence.New(r.dstD), cursor.New(r.dstD)
-	r.dst.SetMaxOpenConns(r.poolSize())
-	if r.src != nil {
-		r.src.SetMaxOpenConns(r.poolSize())
-	}
 	if err := r.ping(ctx, statusOnly); err != nil {
 		r.Close()
 		return nil, err
 	}
+	r.sizePools()
 	return r, nil
+}
+
+// sizePools caps an instance's connections to each database: two for each
+// shard it may hold at once (--parallel) — a shard writes on one and the
+// takeover's checks and cursor reads take another — and two for setup,
+// estimates and status. Verification opens its own pool of 4 on the target.
+func (r *Runner) sizePools() {
+	n := 2*max(r.opts.Parallel, 1) + 2
+	r.dst.SetMaxOpenConns(n)
+	if r.src != nil {
+		r.src.SetMaxOpenConns(n)
+	}
+}
+
+// defaultParallel is --parallel when not given: see parallelFor. A
+// database whose connection count cannot be read does not limit it.
+func (r *Runner) defaultParallel(ctx context.Context) int {
+	shards := 0
+	for _, t := range r.plan.Tables {
+		shards += t.Shards
+	}
+	cores := runtime.GOMAXPROCS(0)
+	why := []any{"shards", shards, "cores", cores}
+	var free []int
+	for _, side := range []struct {
+		name string
+		db   *sql.DB
+		d    dialect.Dialect
+	}{{"source", r.src, r.srcD}, {"target", r.dst, r.dstD}} {
+		var limit, used int
+		if err := side.db.QueryRowContext(ctx, side.d.Connections()).Scan(&limit, &used); err != nil {
+			r.log.Debug("connection count not readable", "database", side.name, "err", err)
+			continue
+		}
+		free = append(free, limit-used)
+		why = append(why, side.name+"_connections_free", limit-used)
+	}
+	k := parallelFor(shards, cores, free...)
+	r.log.Info("shards held at once (--parallel)", append([]any{"parallel", k}, why...)...)
+	return k
+}
+
+// parallelFor is the default number of shards an instance holds at once:
+// the plan's shards, but no more than its cores (at least 2: a shard waits
+// on its databases about half of the time), and no more than leaves half of
+// each database's free connections to other instances and clients, at
+// 2K+6 connections per database (sizePools and verification's scan pool).
+// At least 1.
+func parallelFor(shards, cores int, free ...int) int {
+	k := min(shards, max(2, cores))
+	for _, f := range free {
+		k = min(k, (f/2-6)/2)
+	}
+	return max(k, 1)
 }
 
 // renewFailed counts a failed lease renewal in the shard's metrics.
@@ -132,20 +185,6 @@ func (r *Runner) renewFailed(key string, _ error) {
 			}
 		}
 	}
-}
-
-// poolSize caps an instance's connections to each database: two for each
-// shard it may hold at once (--parallel, or every shard of the plan) — a
-// shard writes on one and the takeover's checks and cursor reads take
-// another — and two for setup, estimates and verification.
-func (r *Runner) poolSize() int {
-	k := r.opts.Parallel
-	if k == 0 {
-		for _, t := range r.plan.Tables {
-			k += t.Shards
-		}
-	}
-	return 2*k + 2
 }
 
 func (r *Runner) ping(ctx context.Context, statusOnly bool) error {
@@ -197,9 +236,12 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		r.opts.Progress.Start("copying", total, done)
 		defer r.opts.Progress.Finish()
 	}
-	if r.opts.Parallel > 0 {
-		r.slots = make(chan struct{}, r.opts.Parallel)
+	if r.opts.Parallel == 0 {
+		r.opts.Parallel = r.defaultParallel(ctx)
+		r.sizePools()
 	}
+	r.report.Parallel = r.opts.Parallel
+	r.slots = make(chan struct{}, r.opts.Parallel)
 	var wg sync.WaitGroup
 	errs := make([]error, len(jobs))
 	for i, j := range jobs {

@@ -91,11 +91,8 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 }
 
 // withSlot runs fn holding one of the instance's shard slots (--parallel),
-// waiting for one to free; without a cap it just runs fn.
+// waiting for one to free.
 func (r *Runner) withSlot(ctx context.Context, fn func() error) error {
-	if r.slots == nil {
-		return fn()
-	}
 	select {
 	case r.slots <- struct{}{}:
 	case <-ctx.Done():

@@ -17,6 +17,7 @@ type runReport struct {
 	RowsWritten     int64  `json:"rows_written"`
 	Batches         int    `json:"batches"`
 	StaleRejections int    `json:"stale_rejections"`
+	Parallel        int    `json:"parallel"`
 	Takeovers       []struct {
 		Table         string `json:"table"`
 		Shard         int    `json:"shard"`
@@ -291,7 +292,7 @@ func TestRun_ResumeShardsCompositeKey(t *testing.T) {
 	cols, key := []string{"tenant", "code", "seq", "note", "at"}, []string{"tenant", "code"}
 	plan := e.writePlan(t, tableSpec{name: "events", key: key, shards: 3})
 
-	first := startMigrate(t, "run", "-p", plan, "--instance", "victim")
+	first := startMigrate(t, "run", "-p", plan, "--instance", "victim", "--parallel", "3")
 	waitProgress(t, first, e.dst, e.name, "events", n*3/10, n*9/10)
 	first.kill(t)
 	var doneBefore int64

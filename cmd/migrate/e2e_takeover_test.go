@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -166,8 +167,8 @@ func TestRun_ParallelShares(t *testing.T) {
 		wantCode(t, r, 0)
 		var rep runReport
 		decodeJSON(t, r, &rep)
-		if rep.RowsWritten == 0 || len(rep.Shards) != 8 || len(rep.Takeovers) != 0 {
-			t.Errorf("%v: wrote %d rows, shards %+v, takeovers %+v; want some rows, 8 shards, no takeover", p.cmd.Args[1:], rep.RowsWritten, rep.Shards, rep.Takeovers)
+		if rep.RowsWritten == 0 || len(rep.Shards) != 8 || len(rep.Takeovers) != 0 || rep.Parallel != 2 {
+			t.Errorf("%v: wrote %d rows, shards %+v, takeovers %+v, parallel %d; want some rows, 8 shards, no takeover, 2", p.cmd.Args[1:], rep.RowsWritten, rep.Shards, rep.Takeovers, rep.Parallel)
 		}
 		total += rep.RowsWritten
 	}
@@ -181,9 +182,9 @@ func TestRun_ParallelShares(t *testing.T) {
 	wantCode(t, runMigrate(t, "run", "-p", plan, "--parallel", "-1"), 2)
 }
 
-// TestRun_ParallelAbsorbsKilled kills one of two instances sharing an
-// 8-shard table with --parallel 2: the survivor takes over the shards the
-// dead one held, after their TTL, and finishes every shard.
+// TestRun_ParallelAbsorbsKilled: three instances share an 8-shard table
+// with --parallel 2, all writing; one is killed and the other two take over
+// the shards it held, after their TTL, and finish every shard.
 func TestRun_ParallelAbsorbsKilled(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -195,23 +196,31 @@ func TestRun_ParallelAbsorbsKilled(t *testing.T) {
 	a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a", "--parallel", "2")
 	waitProgress(t, a, e.dst, e.name, "big", 2000, n/3)
 	b := startMigrate(t, "run", "-p", plan, "--json", "--instance", "b", "--parallel", "2")
-	poll(t, 20*time.Second, "both instances writing", func() bool {
-		return queryInt(t, e.dst, `SELECT count(DISTINCT owner) FROM _migrate_fence WHERE plan = $1`, e.name) == 2
+	c := startMigrate(t, "run", "-p", plan, "--json", "--instance", "c", "--parallel", "2")
+	poll(t, 20*time.Second, "three instances writing", func() bool {
+		return queryInt(t, e.dst, `SELECT count(DISTINCT split_part(owner, '-', 1)) FROM _migrate_fence WHERE plan = $1`, e.name) == 3
 	})
 	if killed := a.kill(t); killed.code != -1 {
 		t.Fatalf("a was not killed: %s", killed)
 	}
-	r := b.wait(t)
-	wantCode(t, r, 0)
-	var rep runReport
-	decodeJSON(t, r, &rep)
-	if len(rep.Takeovers) == 0 || len(rep.Shards) != 8 {
-		t.Errorf("survivor: takeovers %+v, shards %+v; want the dead one's shards taken over, 8 shards", rep.Takeovers, rep.Shards)
-	}
-	for _, to := range rep.Takeovers {
-		if !strings.HasPrefix(to.PreviousOwner, "a-") || to.ReplayedRows > int64(e.batchSize) {
-			t.Errorf("takeover %+v: want one from a, at most one batch replayed", to)
+	var takeovers int
+	for _, p := range []*proc{b, c} {
+		r := p.wait(t)
+		wantCode(t, r, 0)
+		var rep runReport
+		decodeJSON(t, r, &rep)
+		if len(rep.Shards) != 8 || rep.RowsWritten == 0 {
+			t.Errorf("%v: shards %+v, %d rows; want 8 shards and some rows", p.cmd.Args[1:], rep.Shards, rep.RowsWritten)
 		}
+		for _, to := range rep.Takeovers {
+			if !strings.HasPrefix(to.PreviousOwner, "a-") || to.ReplayedRows > int64(e.batchSize) {
+				t.Errorf("takeover %+v: want one from a, at most one batch replayed", to)
+			}
+		}
+		takeovers += len(rep.Takeovers)
+	}
+	if takeovers == 0 {
+		t.Error("no takeover of the killed instance's shards")
 	}
 	if got := queryInt(t, e.dst, `SELECT count(*) FROM _migrate_checkpoint WHERE plan = $1 AND state = 'done'`, e.name); got != 8 {
 		t.Errorf("%d shards done, want 8", got)
@@ -229,7 +238,13 @@ func TestRun_ShardsAtQuantiles(t *testing.T) {
 	seedBig(t, e.src, "big", n)
 	exec1(t, e.src, `UPDATE big SET id = id * 1000000000 WHERE id > $1`, n-100) // the last 100 keys far away
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 4})
-	wantCode(t, runMigrate(t, "run", "-p", plan, "--json"), 0)
+	r := runMigrate(t, "run", "-p", plan, "--json")
+	wantCode(t, r, 0)
+	var rep runReport
+	decodeJSON(t, r, &rep)
+	if want := min(4, max(2, runtime.NumCPU())); rep.Parallel != want {
+		t.Errorf("parallel %d without --parallel, want %d (4 shards, %d cores, connections to spare)", rep.Parallel, want, runtime.NumCPU())
+	}
 	bounds := func() string {
 		var s string
 		if err := e.dst.QueryRowContext(t.Context(), `SELECT string_agg(coalesce(lo_key, '-') || '..' || coalesce(hi_key, '-'), ' ' ORDER BY shard)

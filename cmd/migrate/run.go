@@ -28,7 +28,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	instance := fs.String("instance", hostname(), "label for this instance in lease owner ids and status")
 	noVerify := fs.Bool("no-verify", false, "skip the end-of-run verification")
 	noProgress := fs.Bool("no-progress", false, "no progress bar even on a terminal")
-	parallel := fs.Int("parallel", 0, "hold at most this many shards at once, leaving the others to other instances (0: all)")
+	parallel := fs.Int("parallel", 0, "hold at most this many shards at once, leaving the others to other instances (0: the plan's shards, at most max(2, cores), at most what leaves half of each database's free connections)")
 	report := fs.String("report", "", "with --dry-run: also write the forecast as a Markdown report to this file")
 	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics while running, e.g. :9090 or 127.0.0.1:9090")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
