@@ -198,3 +198,22 @@ func tableColumns(t *testing.T, db *sql.DB, d dialect.Dialect, table string) []d
 	}
 	return cols
 }
+
+// TestConnections: both engines report their connection limit and the
+// connections open now, this one included.
+func TestConnections(t *testing.T) {
+	mysql, my := openMySQL(t)
+	pg := testsvc.OpenPostgres(t, testsvc.NewPostgresDB(t))
+	for name, c := range map[string]struct {
+		db *sql.DB
+		d  dialect.Dialect
+	}{"postgres": {pg, dialect.Postgres{}}, "mysql": {mysql, my}} {
+		var limit, used int
+		if err := c.db.QueryRowContext(t.Context(), c.d.Connections()).Scan(&limit, &used); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if limit < 10 || used < 1 || used > limit+10 {
+			t.Errorf("%s: limit %d, in use %d", name, limit, used)
+		}
+	}
+}
