@@ -1,6 +1,7 @@
 package lock
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -38,5 +39,28 @@ func TestLocker_Takeovers(t *testing.T) {
 	}
 	if _, err := l.RecordTakeover(ctx, base, 21, 0, "{}"); err == nil {
 		t.Fatal("a zero window was accepted")
+	}
+}
+
+// A holder's progress record is replaced whole and expires.
+func TestLocker_Progress(t *testing.T) {
+	rdb := sharedClient(t)
+	l := newLocker(t, rdb, Options{TTL: time.Second})
+	base := newBase(t, rdb)
+	t.Cleanup(func() { rdb.Del(context.WithoutCancel(t.Context()), progressKey(base)) })
+	ctx := t.Context()
+	if _, ok, err := l.ReadProgress(ctx, base); ok || err != nil {
+		t.Fatalf("before any: ok %v, %v", ok, err)
+	}
+	want := Progress{Owner: "a-1", RowsPerSec: 1234.5, EtaMs: 60000, TableRows: 1000000}
+	if err := l.PublishProgress(ctx, base, want, 200*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := l.ReadProgress(ctx, base); !ok || err != nil || got != want {
+		t.Fatalf("read %+v, %v, %v; want %+v", got, ok, err, want)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got, ok, err := l.ReadProgress(ctx, base); ok || err != nil {
+		t.Fatalf("after its keep time: %+v, %v, %v; want nothing", got, ok, err)
 	}
 }

@@ -77,6 +77,23 @@ type Status struct {
 	Plan   string        `json:"plan"`
 	Tables []ShardStatus `json:"tables"`
 	Leases []LeaseStatus `json:"leases"`
+	Totals []TableTotal  `json:"totals"` // per table of the plan, in plan order
+}
+
+// TableTotal sums a table's shards. RowsEstimated is the source's estimate
+// that the holders publish (null before any did); RowsPerSec sums the
+// running shards' rates, and EtaMs is the rows left at that pace (null
+// while no running shard has a rate, 0 when every shard is done).
+type TableTotal struct {
+	Table         string   `json:"table"`
+	Target        string   `json:"target"`
+	Shards        int      `json:"shards"`
+	ShardsDone    int      `json:"shards_done"`
+	ShardsRunning int      `json:"shards_running"`
+	RowsDone      int64    `json:"rows_done"`
+	RowsEstimated *int64   `json:"rows_estimated"`
+	RowsPerSec    *float64 `json:"rows_per_sec"`
+	EtaMs         *int64   `json:"eta_ms"`
 }
 
 // ShardStatus is one checkpoint row.
@@ -96,6 +113,10 @@ type ShardStatus struct {
 	// in run --json takeovers[], or null.
 	Takeovers    int64           `json:"takeovers"`
 	LastTakeover json.RawMessage `json:"last_takeover"`
+	// RowsPerSec and EtaMs are what the lease's current holder published
+	// within the last TTL (null otherwise); EtaMs is 0 for a done shard.
+	RowsPerSec *float64 `json:"rows_per_sec"`
+	EtaMs      *int64   `json:"eta_ms"`
 }
 
 // LeaseStatus is one live lease in Redis.

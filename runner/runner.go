@@ -76,6 +76,10 @@ type Runner struct {
 	mu     sync.Mutex
 	report Report
 	left   map[fence.Shard]int64 // rows left to copy, estimated, for the backlog metric
+	// tableRows is the source's estimate of each table's rows (by target
+	// name); rates the pace of the shards this instance holds.
+	tableRows map[string]int64
+	rates     map[fence.Shard]*rate
 	slots  chan struct{}         // one per shard held at once (Options.Parallel)
 }
 
@@ -85,7 +89,7 @@ func Open(ctx context.Context, plan *plans.Plan, opts Options, statusOnly bool) 
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{plan: plan, opts: opts, log: opts.Log}
+	r := &Runner{plan: plan, opts: opts, log: opts.Log, rates: map[fence.Shard]*rate{}}
 	var err error
 	if r.dstD, err = dialect.For(plan.Target.Engine()); err != nil {
 		return nil, err
@@ -235,6 +239,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	if r.opts.Progress != nil {
 		r.opts.Progress.Start("copying", total, done)
 		defer r.opts.Progress.Finish()
+		r.describe()
 	}
 	if r.opts.Parallel == 0 {
 		r.opts.Parallel = r.defaultParallel(ctx)
@@ -242,6 +247,9 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	}
 	r.report.Parallel = r.opts.Parallel
 	r.slots = make(chan struct{}, r.opts.Parallel)
+	pctx, stopPublishing := context.WithCancel(ctx)
+	defer stopPublishing()
+	go r.publishRates(pctx)
 	var wg sync.WaitGroup
 	errs := make([]error, len(jobs))
 	for i, j := range jobs {
@@ -322,6 +330,10 @@ func (r *Runner) estimate(ctx context.Context, jobs []shardJob) (total, done int
 	}
 	r.mu.Lock()
 	r.left = left
+	r.tableRows = map[string]int64{}
+	for _, j := range jobs {
+		r.tableRows[j.table.Target] = rows[j.table.Name]
+	}
 	r.mu.Unlock()
 	return max(total, done), done
 }
@@ -339,6 +351,9 @@ func (r *Runner) copier() *batch.Copier {
 			left := max(r.left[s]-p.Rows, 0)
 			if r.left != nil {
 				r.left[s] = left
+			}
+			if rt := r.rates[s]; rt != nil {
+				rt.rows += p.Rows
 			}
 			r.mu.Unlock()
 			m := r.opts.Metrics

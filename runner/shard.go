@@ -110,6 +110,7 @@ func (r *Runner) finished(j shardJob, cp cursor.Checkpoint) (bool, error) {
 	switch cp.State {
 	case cursor.Done:
 		r.addShard(ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: cp.Shard.Index, State: string(cp.State), Token: int64(cp.Token), ByOther: true})
+		r.describe()
 		return true, nil
 	case cursor.Halted:
 		return true, fmt.Errorf("%w: %s is halted; see `migrate status`, then `migrate resume`", ErrHalted, cp.Shard)
@@ -199,6 +200,8 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	} else {
 		log.Info("holding the shard", "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
 	}
+	r.startRate(s, lease)
+	defer r.stopRate(s)
 	spec := j.spec
 	spec.Range = dialect.Range{Lo: cp.Lo, Hi: cp.Hi}
 	var check neighbourhood
@@ -246,6 +249,7 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	m.SetState(s.Table, s.Index, string(cursor.Done))
 	result.State = string(cursor.Done)
 	r.addShard(result)
+	r.describe()
 	return nil
 }
 

@@ -6,20 +6,37 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/plans"
 )
 
 // Status reads the plan's durable state: checkpoints and watermarks from the
-// target, live leases from Redis. It changes nothing.
+// target; live leases, takeovers and the holders' pace from Redis. It
+// changes nothing.
 func (r *Runner) Status(ctx context.Context) (*Status, error) {
-	st := &Status{Plan: r.plan.Name, Tables: []ShardStatus{}, Leases: []LeaseStatus{}}
+	st := &Status{Plan: r.plan.Name, Tables: []ShardStatus{}, Leases: []LeaseStatus{}, Totals: []TableTotal{}}
+	holders := map[fence.Shard]string{}
+	for _, t := range r.plan.Tables {
+		for i := 0; i < t.Shards; i++ {
+			s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i}
+			info, err := r.locker.Inspect(ctx, leaseBase(s))
+			if err != nil {
+				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
+			}
+			if info.Held {
+				holders[s] = info.Owner
+				st.Leases = append(st.Leases, LeaseStatus{Table: t.Name, Target: t.Target, Shard: i, Owner: info.Owner, Token: info.Token, TTLMs: info.TTL.Milliseconds()})
+			}
+		}
+	}
 	var exists bool
 	q, args := r.dstD.TableExists([]string{dialect.CheckpointTable})
 	if err := r.dst.QueryRowContext(ctx, q, args...).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("target %s: %w", r.plan.Target, err)
 	}
+	estimates := map[string]int64{}
 	if exists {
 		cps, err := r.cursor.List(ctx, r.dst, r.plan.Name)
 		if err != nil {
@@ -34,7 +51,8 @@ func (r *Runner) Status(ctx context.Context) (*Status, error) {
 			if t, ok := r.plan.Table(cp.Shard.Table); ok {
 				name = t.Name
 			}
-			n, last, err := r.locker.Takeovers(ctx, leaseBase(cp.Shard), r.plan.TakeoverWindow)
+			base := leaseBase(cp.Shard)
+			n, last, err := r.locker.Takeovers(ctx, base, r.plan.TakeoverWindow)
 			if err != nil {
 				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
 			}
@@ -42,26 +60,71 @@ func (r *Runner) Status(ctx context.Context) (*Status, error) {
 			if json.Valid([]byte(last)) {
 				lastJSON = json.RawMessage(last)
 			}
-			st.Tables = append(st.Tables, ShardStatus{
+			ss := ShardStatus{
 				Table: name, Target: cp.Shard.Table, Shard: cp.Shard.Index, LastKey: lastKeyJSON(cp.LastText), State: string(cp.State), RowsDone: cp.RowsDone,
 				Token: int64(cp.Token), UpdatedAt: cp.UpdatedAt.UTC().Format(time.RFC3339Nano),
 				Watermark: int64(w), Holder: holder, Takeovers: n, LastTakeover: lastJSON,
-			})
+			}
+			switch p, ok, err := r.locker.ReadProgress(ctx, base); {
+			case err != nil:
+				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
+			case cp.State == cursor.Done:
+				ss.EtaMs = new(int64(0))
+				if ok && p.TableRows > 0 {
+					estimates[cp.Shard.Table] = p.TableRows
+				}
+			case ok && cp.State == cursor.Running && p.Owner == holders[cp.Shard]:
+				ss.RowsPerSec = new(p.RowsPerSec)
+				if p.EtaMs >= 0 {
+					ss.EtaMs = new(p.EtaMs)
+				}
+				if p.TableRows > 0 {
+					estimates[cp.Shard.Table] = p.TableRows
+				}
+			}
+			st.Tables = append(st.Tables, ss)
 		}
 	}
 	for _, t := range r.plan.Tables {
-		for i := 0; i < t.Shards; i++ {
-			s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i}
-			info, err := r.locker.Inspect(ctx, leaseBase(s))
-			if err != nil {
-				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
-			}
-			if info.Held {
-				st.Leases = append(st.Leases, LeaseStatus{Table: t.Name, Target: t.Target, Shard: i, Owner: info.Owner, Token: info.Token, TTLMs: info.TTL.Milliseconds()})
+		st.Totals = append(st.Totals, total(t, st.Tables, estimates))
+	}
+	return st, nil
+}
+
+// total sums the shards of table t.
+func total(t plans.Table, shards []ShardStatus, estimates map[string]int64) TableTotal {
+	tt := TableTotal{Table: t.Name, Target: t.Target, Shards: t.Shards}
+	var perSec float64
+	rated := false
+	for _, s := range shards {
+		if s.Target != t.Target {
+			continue
+		}
+		tt.RowsDone += s.RowsDone
+		switch s.State {
+		case string(cursor.Done):
+			tt.ShardsDone++
+		case string(cursor.Running):
+			tt.ShardsRunning++
+			if s.RowsPerSec != nil {
+				perSec += *s.RowsPerSec
+				rated = true
 			}
 		}
 	}
-	return st, nil
+	if est, ok := estimates[t.Target]; ok {
+		tt.RowsEstimated = new(max(est, tt.RowsDone))
+	}
+	switch {
+	case tt.ShardsDone == tt.Shards:
+		tt.EtaMs = new(int64(0))
+	case rated:
+		tt.RowsPerSec = new(perSec)
+		if tt.RowsEstimated != nil && perSec > 0 {
+			tt.EtaMs = new(int64(float64(*tt.RowsEstimated-tt.RowsDone) / perSec * 1000))
+		}
+	}
+	return tt
 }
 
 // lastKeyJSON shows a stored cursor as JSON: a one-part key as its value

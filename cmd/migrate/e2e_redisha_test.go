@@ -81,22 +81,3 @@ func TestRun_SentinelFailover(t *testing.T) {
 	}
 	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
 }
-
-// statusReport is what the tests read of `status --json`.
-type statusReport struct {
-	Plan   string `json:"plan"`
-	Tables []struct {
-		Table    string   `json:"table"`
-		Shard    int      `json:"shard"`
-		State    string   `json:"state"`
-		RowsDone int64    `json:"rows_done"`
-		Holder   string   `json:"holder"`
-		Rate     *float64 `json:"rows_per_sec"`
-		EtaMs    *int64   `json:"eta_ms"`
-	} `json:"tables"`
-	Leases []struct {
-		Table string `json:"table"`
-		Shard int    `json:"shard"`
-		Owner string `json:"owner"`
-	} `json:"leases"`
-}

@@ -51,6 +51,15 @@ func (b *bar) Add(rows int64) {
 	_ = b.b.Add64(rows)
 }
 
+// Describe replaces the text before the bar.
+func (b *bar) Describe(what string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.b != nil {
+		b.b.Describe(what)
+	}
+}
+
 // Write writes a log line above the bar: the bar is cleared first and drawn
 // again by the next Add.
 func (b *bar) Write(p []byte) (int, error) {

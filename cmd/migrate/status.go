@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"text/tabwriter"
+	"time"
 
 	"github.com/migrate-dev/migrate/runner"
 )
@@ -18,7 +19,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	pf.register(fs)
 	asJSON := fs.Bool("json", false, "print the status as one JSON object on stdout")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate status -p PLAN [--json]\n\nShows each shard's checkpoint and fence watermark, and live leases.\nExample: migrate status -p orders.yaml --json")
+		fmt.Fprintln(fs.Output(), "usage: migrate status -p PLAN [--json]\n\nShows per table the shards done, rows, rate and ETA; per shard its checkpoint, rate, ETA and fence watermark; and live leases.\nExample: migrate status -p orders.yaml --json")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -45,7 +46,19 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stdout, "no checkpoints yet: the plan has not run against this target")
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TABLE\tSHARD\tSTATE\tROWS\tLAST KEY\tTOKEN\tWATERMARK\tUPDATED\tTAKEOVERS\tLAST RTO")
+	if len(st.Tables) > 0 {
+		fmt.Fprintln(tw, "TABLE\tSHARDS DONE\tRUNNING\tROWS\tESTIMATED\tRATE\tETA")
+		for _, t := range st.Totals {
+			est := "-"
+			if t.RowsEstimated != nil {
+				est = fmt.Sprint(*t.RowsEstimated)
+			}
+			fmt.Fprintf(tw, "%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\n", t.Table, t.ShardsDone, t.Shards, t.ShardsRunning, t.RowsDone, est, rate(t.RowsPerSec), eta(t.EtaMs))
+		}
+		_ = tw.Flush()
+		fmt.Fprintln(stdout)
+	}
+	fmt.Fprintln(tw, "TABLE\tSHARD\tSTATE\tROWS\tRATE\tETA\tLAST KEY\tTOKEN\tWATERMARK\tUPDATED\tTAKEOVERS\tLAST RTO")
 	for _, t := range st.Tables {
 		last := string(t.LastKey)
 		if last == "null" {
@@ -56,7 +69,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if json.Unmarshal(t.LastTakeover, &tk) == nil && tk.Token != 0 {
 			rto = fmt.Sprintf("%dms (predicted <= %dms)", tk.RtoMs, tk.PredictedRtoMs)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%d\t%d\t%s\t%d\t%s\n", t.Table, t.Shard, t.State, t.RowsDone, last, t.Token, t.Watermark, t.UpdatedAt, t.Takeovers, rto)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\n", t.Table, t.Shard, t.State, t.RowsDone, rate(t.RowsPerSec), eta(t.EtaMs), last, t.Token, t.Watermark, t.UpdatedAt, t.Takeovers, rto)
 	}
 	_ = tw.Flush()
 	if len(st.Leases) == 0 {
@@ -66,4 +79,20 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "lease %s#%d held by %s, token %d, ttl %dms\n", l.Table, l.Shard, l.Owner, l.Token, l.TTLMs)
 	}
 	return nil
+}
+
+// rate shows rows per second, "-" when unknown.
+func rate(perSec *float64) string {
+	if perSec == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f rows/s", *perSec)
+}
+
+// eta shows time left, "-" when unknown.
+func eta(ms *int64) string {
+	if ms == nil {
+		return "-"
+	}
+	return (time.Duration(*ms) * time.Millisecond).Round(time.Second).String()
 }
