@@ -80,7 +80,7 @@ type Runner struct {
 	// name); rates the pace of the shards this instance holds.
 	tableRows map[string]int64
 	rates     map[fence.Shard]*rate
-	slots  chan struct{}         // one per shard held at once (Options.Parallel)
+	slots     chan struct{} // one per shard held at once (Options.Parallel)
 }
 
 // Open connects to the plan's target and Redis, and to its source unless
