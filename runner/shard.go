@@ -61,6 +61,11 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 		case errors.As(err, &held):
 			r.opts.Metrics.SetState(s.Table, s.Index, "standby")
 			log.Info("standby: lease held by another instance", "owner", held.Owner, "token", held.Token, "ttl", held.TTL)
+			// Watching a lease is of use only with a slot to take it in:
+			// while every slot is busy, no polling (Redis load).
+			if err := r.waitSlotFree(ctx); err != nil {
+				return err
+			}
 			if err := r.locker.WaitFree(ctx, base); err != nil {
 				return err
 			}
@@ -100,6 +105,18 @@ func (r *Runner) withSlot(ctx context.Context, fn func() error) error {
 	}
 	defer func() { <-r.slots }()
 	return fn()
+}
+
+// waitSlotFree returns once one of the instance's shard slots is free,
+// without taking it.
+func (r *Runner) waitSlotFree(ctx context.Context) error {
+	select {
+	case r.slots <- struct{}{}:
+		<-r.slots
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // finished reports whether the shard needs no more work, recording it.
