@@ -42,9 +42,13 @@
 #             "1 2 3"), a fresh target database and plan name, a plan file with
 #             `shards: S` (lease_ttl BENCH_FLEET_TTL, default 30s; batch_size
 #             1000; DSNs as ${MBENCH_SOURCE} etc., from the environment), and N
-#             `migrate run -p PLAN --instance fleet-I --parallel S` started at
-#             once. Wall time runs from the start of the first to the exit of the
-#             last (every one must exit 0 and the target hold every row). The
+#             `migrate run -p PLAN --instance fleet-I --parallel ceil(S/N)` started
+#             at once (so the shards divide among the instances). Copy time runs
+#             from the start of the first to the last shard's done commit (the
+#             checkpoints' updated_at); wall time to the exit of the last instance
+#             (standbys notice the end within their poll period, TTL/10), every
+#             one must exit 0 and the target hold every row. rows/s is of the
+#             copy time. The
 #             Redis commands of the cell are the difference of INFO commandstats
 #             before and after it, INFO itself left out (server-wide: another
 #             client of the same Redis meanwhile counts too). A Markdown table
@@ -565,7 +569,7 @@ redis_delta() {
 # fleet_cell S N: N instances of `migrate run` of one plan with S shards,
 # started at once; the wall time until the last exits, each one's
 # rows_written and the Redis commands meanwhile, in $work/fleet.tsv:
-# S <tab> N <tab> RUN <tab> SECONDS <tab> REDIS_COMMANDS <tab> ROWS+ROWS+…
+# S <tab> N <tab> RUN <tab> SECONDS <tab> REDIS_COMMANDS <tab> ROWS+ROWS+… <tab> COPY_SECONDS
 fleet_cell() {
   local s=$1 n=$2 key="fleet.s$1.i$2" name="mbench-$TAG-fleet-s$1-i$2-$run"
   local plan=$work/$name.yaml src dst i rc t0 t1 wall cnt ops bad='' pids=() rcs=() rows=()
@@ -589,7 +593,7 @@ YAML
   t0=$(now)
   for i in $(seq "$n"); do
     MBENCH_SOURCE=$src MBENCH_TARGET=$dst MBENCH_REDIS=$REDIS_URL \
-      "$work/migrate" run -p "$plan" --instance "fleet-$i" --parallel "$s" --no-progress --json --no-verify \
+      "$work/migrate" run -p "$plan" --instance "fleet-$i" --parallel $(((s + n - 1) / n)) --no-progress --json --no-verify \
       >"$work/$name.$i.json" 2>"$work/$name.$i.log" &
     pids+=("$!")
   done
@@ -609,11 +613,13 @@ YAML
   if [ -n "$bad" ]; then fail "$key" "$bad"; return 0; fi
   cnt=$(pg mbench_dst -c "SELECT count(*) FROM $TABLE")
   if [ "$cnt" != "$ROWS" ]; then fail "$key" "the target has $cnt rows, not $ROWS"; return 0; fi
+  local copy
+  copy=$(elapsed "$t0" "$(pg mbench_dst -c "SELECT extract(epoch FROM max(updated_at)) FROM _migrate_checkpoint WHERE plan = '$name'")")
   redis_delta "$work/$name.redis-before" "$work/$name.redis-after" >"$work/$key.$run.redis"
   ops=$(awk '{ s += $2 } END { print s + 0 }' "$work/$key.$run.redis")
   record "$key" "$wall"
-  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "$n" "$run" "$wall" "$ops" "$(IFS=+; echo "${rows[*]}")" >>"$work/fleet.tsv"
-  log "  $key: $wall s, rows per instance ${rows[*]}, $ops Redis commands ($(awk -v o="$ops" -v w="$wall" 'BEGIN { printf "%.1f", o / w }')/s)"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "$n" "$run" "$wall" "$ops" "$(IFS=+; echo "${rows[*]}")" "$copy" >>"$work/fleet.tsv"
+  log "  $key: copy $copy s, wall $wall s, rows per instance ${rows[*]}, $ops Redis commands ($(awk -v o="$ops" -v w="$wall" 'BEGIN { printf "%.1f", o / w }')/s)"
 }
 
 # fleet_cells: every cell of BENCH_FLEET_SHARDS x BENCH_FLEET_INSTANCES, once.
@@ -632,24 +638,26 @@ fleet_cells() {
 fleet_report() {
   local s n big='' best=0 reason
   echo
-  echo "### fleet: PG->PG, N instances of \`migrate run -p PLAN --parallel S\` started at once"
+  echo "### fleet: PG->PG, N instances of \`migrate run -p PLAN --parallel ceil(S/N)\` started at once"
   echo
   echo "$ROWS rows; plan: shards S, lease_ttl $FLEET_TTL, batch_size 1000; each instance --no-progress --json --no-verify."
   if [ "$RUNS" -eq 1 ]; then
     echo "One run per cell (BENCH_RUNS=1): wall s and redis ops/s are that run's."
   else
-    echo "Medians over $RUNS runs of wall s and of redis ops/s; rows/s = rows / median wall s; rows per instance: each run's, runs separated by \" / \"."
+    echo "Medians over $RUNS runs of copy s, wall s and redis ops/s; rows/s = rows / median copy s; rows per instance: each run's, runs separated by \" / \"."
   fi
   echo "Redis ops: INFO commandstats after minus before the cell, INFO left out, server-wide (other clients of this Redis meanwhile count too)."
   echo
-  echo "| shards | instances | wall s | rows/s | rows per instance | redis ops/s | redis ops/s per instance |"
-  echo "|---:|---:|---:|---:|---|---:|---:|"
+  echo "Copy s: from the first start to the last shard done; wall s: to the last exit."
+  echo
+  echo "| shards | instances | copy s | wall s | rows/s | rows per instance | redis ops/s | redis ops/s per instance |"
+  echo "|---:|---:|---:|---:|---:|---|---:|---:|"
   for s in $FLEET_SHARDS; do
     for n in $FLEET_INSTANCES; do
       if ! { [ -f "$work/fleet.tsv" ] && awk -F'\t' -v s="$s" -v n="$n" '$1 == s && $2 == n { f = 1 } END { exit !f }' "$work/fleet.tsv"; }; then
         reason=$( (grep "^fleet\.s$s\.i$n	" "$work/failed.tsv" 2>/dev/null || true) | head -n1 | cut -f2 | cut -c1-100)
         reason=${reason:-not run}
-        printf '| %s | %s | n/a | n/a | %s | n/a | n/a |\n' "$s" "$n" "${reason//|//}"
+        printf '| %s | %s | n/a | n/a | n/a | %s | n/a | n/a |\n' "$s" "$n" "${reason//|//}"
         continue
       fi
       if [ $((s * n)) -ge "$best" ]; then best=$((s * n)) big="$s $n"; fi
@@ -659,10 +667,10 @@ fleet_report() {
           return (k % 2) ? a[int(k/2)] : (a[k/2-1] + a[k/2]) / 2
         }
         BEGIN { k = 0 }
-        $1 == s && $2 == n { w[k] = $4 + 0; o[k] = ($4 > 0 ? $5 / $4 : 0); split_rows = split_rows (k ? " / " : "") $6; k++ }
+        $1 == s && $2 == n { w[k] = $4 + 0; c[k] = $7 + 0; o[k] = ($4 > 0 ? $5 / $4 : 0); split_rows = split_rows (k ? " / " : "") $6; k++ }
         END {
-          mw = median(w, k); mo = median(o, k)
-          printf "| %s | %s | %.2f | %.0f | %s | %.1f | %.1f |\n", s, n, mw, (mw > 0 ? rows / mw : 0), split_rows, mo, mo / n
+          mw = median(w, k); mc = median(c, k); mo = median(o, k)
+          printf "| %s | %s | %.2f | %.2f | %.0f | %s | %.1f | %.1f |\n", s, n, mc, mw, (mc > 0 ? rows / mc : 0), split_rows, mo, mo / n
         }' "$work/fleet.tsv"
     done
   done
