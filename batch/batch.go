@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -83,7 +84,12 @@ type Spec struct {
 	Range       dialect.Range
 	BatchSize   int
 	MaxRetries  int
-	Convert     Convert // nil: values go to the target as read
+	// MaxOutage is how long a database may stay unreachable (refused or
+	// reset connections, shutting down, starting up) before the shard
+	// halts; such failures do not count against MaxRetries. 0: MaxRetries
+	// counts them too.
+	MaxOutage time.Duration
+	Convert   Convert // nil: values go to the target as read
 	// Types are the target's columns in Columns' order; with them a target
 	// dialect that is a dialect.BulkInserter writes new rows in bulk.
 	Types []dialect.Column
@@ -248,11 +254,11 @@ func keyOf(row []any, idx []int) []any {
 func (c *Copier) read(ctx context.Context, spec Spec, keyIdx []int, after []any, encode func([][]any) []byte, out chan<- page) {
 	for {
 		var rows [][]any
-		err := retry(ctx, spec.MaxRetries, func() error {
+		err := retry(ctx, spec, func() error {
 			var err error
 			rows, err = c.readPage(ctx, spec, after)
 			return err
-		}, c, spec.Shard, "read")
+		}, c, "read")
 		pg := page{rows: rows, err: err}
 		if err == nil {
 			pg.bulk = encode(rows)
@@ -353,7 +359,7 @@ func (c *Copier) ReadLast(ctx context.Context, spec Spec, last []any) ([][]any, 
 // WriteRows upserts rows in one fenced transaction under lease, like a
 // batch but without moving the cursor (for repair).
 func (c *Copier) WriteRows(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any) (ins, upd int64, err error) {
-	return c.write(ctx, spec, lease, t, owner, rows, nil, nil, 0)
+	return c.write(ctx, spec, lease, t, owner, rows, nil, nil, 0, false)
 }
 
 // DeleteRows deletes the target rows with the given keys in one fenced
@@ -410,17 +416,20 @@ func (c *Copier) SampleRead(ctx context.Context, spec Spec, pages int) (int64, e
 // writeRetrying writes one batch, retrying transient failures with backoff;
 // each attempt is one whole transaction.
 func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, pg page, last []any, done int64, avg *time.Duration, bulk *atomic.Bool) (ins, upd int64, err error) {
-	err = retry(ctx, spec.MaxRetries, func() error {
+	err = retry(ctx, spec, func() error {
 		if err := waitForRunway(ctx, lease, *avg); err != nil {
 			return err
 		}
 		start := time.Now()
 		var err error
-		ins, upd, err = c.write(ctx, spec, lease, t, owner, pg.rows, pg.bulk, last, done)
+		ins, upd, err = c.write(ctx, spec, lease, t, owner, pg.rows, pg.bulk, last, done, false)
 		if errors.Is(err, dialect.ErrConflict) || errors.Is(err, dialect.ErrNotBulk) {
 			c.upsertFromHere(spec, bulk, err)
 			pg.bulk = nil
-			ins, upd, err = c.write(ctx, spec, lease, t, owner, pg.rows, nil, last, done)
+			ins, upd, err = c.write(ctx, spec, lease, t, owner, pg.rows, nil, last, done, false)
+		}
+		if dialect.Classify(err) == dialect.Data && lease.Context().Err() == nil {
+			return permanent{c.dataError(ctx, spec, lease, t, owner, pg.rows, err)}
 		}
 		if err == nil {
 			d := time.Since(start)
@@ -433,8 +442,62 @@ func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fe
 			return permanent{lost(ctx, lctx)}
 		}
 		return err
-	}, c, spec.Shard, "write")
+	}, c, "write")
 	return ins, upd, err
+}
+
+// dataError describes a batch the target refused for a value (a Data
+// error: too long, out of range, NULL, a constraint) and halts the shard:
+// retrying cannot help. It finds the first such row by bisection, writing
+// halves of the batch in transactions that are rolled back, and names its
+// key and, when the driver or the type in the message tells, the column.
+func (c *Copier) dataError(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, err error) error {
+	keyIdx, kerr := keyIndexes(spec)
+	lo, hi := 0, len(rows)
+	for hi-lo > 1 && kerr == nil {
+		mid := (lo + hi) / 2
+		_, _, e := c.write(ctx, spec, lease, t, owner, rows[lo:mid], nil, nil, 0, true)
+		switch {
+		case e == nil:
+			lo = mid
+		case dialect.Classify(e) == dialect.Data:
+			hi, err = mid, e
+		default:
+			hi = -1 // cannot tell (the lease ended, the target went away): report the batch
+		}
+	}
+	where := fmt.Sprintf("the batch of %s", spec.Shard)
+	if hi == lo+1 && kerr == nil {
+		if _, _, e := c.write(ctx, spec, lease, t, owner, rows[lo:hi], nil, nil, 0, true); dialect.Classify(e) == dialect.Data {
+			err = e
+		}
+		where = fmt.Sprintf("the row of %s with key %v", spec.Shard, keyOf(rows[lo], keyIdx))
+	}
+	col := dialect.ErrorColumn(err)
+	if col == "" {
+		col = columnByType(spec, err.Error())
+	}
+	if col != "" {
+		where += fmt.Sprintf(", column %q", col)
+	}
+	return fmt.Errorf("%w: the target refused %s: %w; the whole batch was rolled back — fix the target column or the value, then `migrate resume`", ErrHalted, where, err)
+}
+
+// columnByType names the one target column whose type the message
+// mentions (PostgreSQL's "value too long for type character varying(5)"
+// names a type, not a column); "" when none or several do.
+func columnByType(spec Spec, msg string) string {
+	found := ""
+	for i, c := range spec.Types {
+		if c.Type == "" || !strings.Contains(msg, c.Type) {
+			continue
+		}
+		if found != "" {
+			return ""
+		}
+		found = spec.Columns[i]
+	}
+	return found
 }
 
 // upsertFromHere turns the bulk path off for the rest of the copy.
@@ -464,7 +527,9 @@ func waitForRunway(ctx context.Context, lease Lease, avg time.Duration) error {
 // write writes one batch in one transaction: fence check, rows (by bulk
 // load of their encoding when bulk is not nil, else by the fenced upsert),
 // cursor advance.
-func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, bulk []byte, last []any, done int64) (ins, upd int64, err error) {
+//
+// A dry write rolls back instead of committing (dataError's probes).
+func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, bulk []byte, last []any, done int64, dry bool) (ins, upd int64, err error) {
 	var conn *sql.Conn
 	if bulk != nil {
 		if conn, err = c.Target.Conn(ctx); err != nil {
@@ -484,7 +549,7 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 	}
 	defer cancel()
 	defer func() {
-		if err != nil {
+		if err != nil || dry {
 			_ = tx.Rollback()
 		}
 	}()
@@ -522,6 +587,9 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 		// overwrite, and not to be reported as copied.
 		return 0, 0, permanent{fmt.Errorf("%w: %d rows of the batch of %s up to %v hold a newer token than %d in the target; another writer owns them",
 			ErrHalted, skipped, spec.Shard, last, t)}
+	}
+	if dry {
+		return ins, upd, nil
 	}
 	if last != nil {
 		if err := c.Cursor.Advance(tctx, tx, spec.Shard, last, done, t); err != nil {
@@ -655,11 +723,15 @@ type permanent struct{ err error }
 func (p permanent) Error() string { return p.err.Error() }
 func (p permanent) Unwrap() error { return p.err }
 
-// retry runs fn until it succeeds, fails permanently, or fails max+1 times in
-// a row; then it returns ErrHalted with the last error. It waits
-// backoff.Delay between attempts.
-func retry(ctx context.Context, max int, fn func() error, c *Copier, sh fence.Shard, what string) error {
-	for attempt := 0; ; attempt++ {
+// retry runs fn until it succeeds, fails permanently, or fails
+// spec.MaxRetries+1 times in a row; then it returns ErrHalted with the last
+// error. A database that is unavailable (dialect.Unavailable) is waited
+// for up to spec.MaxOutage from its first such failure without counting
+// attempts. It waits backoff.Delay between attempts.
+func retry(ctx context.Context, spec Spec, fn func() error, c *Copier, what string) error {
+	sh := spec.Shard
+	var outage time.Time // since when the database is unavailable; zero when it is not
+	for attempt, failures := 0, 0; ; attempt++ {
 		err := fn()
 		if err == nil {
 			return nil
@@ -674,12 +746,27 @@ func retry(ctx context.Context, max int, fn func() error, c *Copier, sh fence.Sh
 		if c.OnFailure != nil {
 			c.OnFailure(sh, err)
 		}
-		if attempt >= max {
-			return fmt.Errorf("%w: %s %s failed %d times: %w", ErrHalted, what, sh, attempt+1, err)
+		unavailable := spec.MaxOutage > 0 && dialect.Classify(err) == dialect.Unavailable
+		switch {
+		case !unavailable:
+			outage = time.Time{}
+			failures++
+		case outage.IsZero():
+			outage = time.Now()
 		}
-		sleep := backoff.Delay(attempt + 1)
+		if failures > spec.MaxRetries {
+			return fmt.Errorf("%w: %s %s failed %d times: %w", ErrHalted, what, sh, failures, err)
+		}
+		if unavailable && time.Since(outage) > spec.MaxOutage {
+			return fmt.Errorf("%w: %s %s: the database has been unavailable for %v (max %v): %w", ErrHalted, what, sh, time.Since(outage).Round(time.Second), spec.MaxOutage, err)
+		}
+		sleep := backoff.Delay(min(attempt+1, 6))
 		if c.Log != nil {
-			c.Log.Warn("batch failed, retrying", "shard", sh.String(), "op", what, "attempt", attempt+1, "backoff", sleep, "err", err)
+			msg := "batch failed, retrying"
+			if unavailable {
+				msg = "database unavailable, retrying"
+			}
+			c.Log.Warn(msg, "shard", sh.String(), "op", what, "attempt", attempt+1, "backoff", sleep, "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -40,7 +40,8 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 	s := j.spec.Shard
 	base := leaseBase(s)
 	log := r.log.With("shard", s.String())
-	failures := 0
+	failures, attempts := 0, 0
+	var outage time.Time // since when a database has been unavailable
 	electStart := time.Now()
 	for {
 		cp, err := r.cursor.Read(ctx, r.dst, s)
@@ -76,13 +77,25 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 			}
 		case errors.As(err, &retry) || !errors.Is(err, ErrHalted) && !errors.Is(err, ErrFenced):
 			// Anything else failed before a row was written (reading the
-			// checkpoint, the lease, the takeover): try again, a few times.
-			failures++
+			// checkpoint, the lease, the takeover): try again, a few times,
+			// or while a database is unavailable, up to the outage limit.
+			if dialect.Classify(err) == dialect.Unavailable {
+				if outage.IsZero() {
+					outage = time.Now()
+				}
+				if d := time.Since(outage); d > r.maxOutage() {
+					return fmt.Errorf("%s: a database has been unavailable for %v (max %v): %w", s, d.Round(time.Second), r.maxOutage(), err)
+				}
+			} else {
+				outage = time.Time{}
+				failures++
+			}
 			if failures > r.plan.MaxRetries {
 				return fmt.Errorf("%s: gave up after %d attempts: %w", s, failures, err)
 			}
-			wait := backoff.Delay(failures)
-			log.Warn("could not take the shard, retrying", "err", err, "attempt", failures, "backoff", wait)
+			attempts++
+			wait := backoff.Delay(min(attempts, 6))
+			log.Warn("could not take the shard, retrying", "err", err, "attempt", attempts, "backoff", wait)
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
@@ -106,6 +119,13 @@ func (r *Runner) withSlot(ctx context.Context, fn func() error) error {
 	defer func() { <-r.slots }()
 	return fn()
 }
+
+// maxOutage is how long a database may stay unreachable before a shard
+// gives up (batch.Spec.MaxOutage).
+func (r *Runner) maxOutage() time.Duration { return defaultMaxOutage }
+
+// defaultMaxOutage outlasts a database restart or failover.
+const defaultMaxOutage = 5 * time.Minute
 
 // waitSlotFree returns once one of the instance's shard slots is free,
 // without taking it.
@@ -221,6 +241,7 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	defer r.stopRate(s)
 	spec := j.spec
 	spec.Range = dialect.Range{Lo: cp.Lo, Hi: cp.Hi}
+	spec.MaxOutage = r.maxOutage()
 	var check neighbourhood
 	copier := r.copier()
 	noted := false

@@ -1,0 +1,128 @@
+package dialect
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"regexp"
+	"strings"
+	"syscall"
+
+	"github.com/go-sql-driver/mysql"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Class is what an error from a database says about retrying.
+type Class int
+
+const (
+	// Other errors may pass (a deadlock, a lock or statement timeout):
+	// retried a few times (max_retries), then the shard halts.
+	Other Class = iota
+	// Unavailable: the server cannot be reached or is going down or
+	// starting up (refused or reset connections, shutdown, too many
+	// connections). Retried for as long as an outage may last.
+	Unavailable
+	// Data: the server refused a value or a row (too long, out of range,
+	// NULL, a constraint); the same rows fail the same way every time.
+	Data
+)
+
+func (c Class) String() string {
+	return [...]string{"other", "unavailable", "data"}[c]
+}
+
+// mysqlUnavailable are MySQL/MariaDB server errors of a server that is
+// going away or full: too many connections (1040), shutdown in progress
+// (1053), connection killed (1927, MariaDB), server shutdown (1077,
+// 1078), aborted connection (1152), got an error reading (1158-1161).
+var mysqlUnavailable = map[uint16]bool{1040: true, 1053: true, 1077: true, 1078: true, 1152: true, 1158: true, 1159: true, 1160: true, 1161: true, 1927: true}
+
+// mysqlData are MySQL/MariaDB errors about a value or row: data too long
+// (1406), out of range (1264), incorrect value (1366, 1292, 1367), column
+// cannot be null (1048), cannot add or update a child row (1452), check
+// constraint (3819 MySQL, 4025 MariaDB), truncated (1265), invalid
+// character string (1300), division by zero (1365).
+var mysqlData = map[uint16]bool{1406: true, 1264: true, 1366: true, 1292: true, 1367: true, 1048: true, 1452: true, 3819: true, 4025: true, 1265: true, 1300: true, 1365: true}
+
+// Classify tells what err, from either engine's driver or the network,
+// says about retrying. Context cancellations are Other.
+func Classify(err error) Class {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Other
+	}
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", // admin/crash shutdown, cannot connect now
+			pe.Code == "53300": // too many connections
+			return Unavailable
+		case strings.HasPrefix(pe.Code, "22"), // data exception
+			pe.Code == "23502", pe.Code == "23503", pe.Code == "23514": // not null, foreign key, check
+			return Data
+		}
+		return Other
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		switch {
+		case mysqlUnavailable[me.Number]:
+			return Unavailable
+		case mysqlData[me.Number]:
+			return Data
+		}
+		return Other
+	}
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	switch {
+	case errors.As(err, &ce), errors.As(err, &ne),
+		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
+		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		pgconn.SafeToRetry(err):
+		return Unavailable
+	}
+	msg := err.Error()
+	for _, s := range []string{"conn closed", "connection refused", "connection reset", "broken pipe", "bad connection", "server closed the connection", "unexpected EOF", "database system is shutting down", "database system is starting up"} {
+		if strings.Contains(msg, s) {
+			return Unavailable
+		}
+	}
+	return Other
+}
+
+var (
+	mysqlColumn = regexp.MustCompile(`(?i)\bcolumn '((?:[^']|'')+)'`)
+	pgCopyWhere = regexp.MustCompile(`\bcolumn ((?:"(?:[^"]|"")+")|[^\s:]+)`)
+)
+
+// ErrorColumn is the column a Data error names, when the driver tells:
+// PostgreSQL's column_name field or the column of a COPY's context,
+// MySQL's "… for column 'c' …". "" when it does not.
+func ErrorColumn(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		if pe.ColumnName != "" {
+			return pe.ColumnName
+		}
+		if m := pgCopyWhere.FindStringSubmatch(pe.Where); m != nil {
+			c := m[1]
+			if strings.HasPrefix(c, `"`) {
+				c = strings.ReplaceAll(c[1:len(c)-1], `""`, `"`)
+			}
+			return c
+		}
+		return ""
+	}
+	var me *mysql.MySQLError
+	if errors.As(err, &me) {
+		if m := mysqlColumn.FindStringSubmatch(me.Message); m != nil {
+			return strings.ReplaceAll(m[1], "''", "'")
+		}
+	}
+	return ""
+}
