@@ -13,8 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"sync"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 

@@ -94,7 +94,10 @@ func TestClassify(t *testing.T) {
 		{"pg check", exec(pg, `INSERT INTO t (id, n) VALUES (1, -1)`), dialect.Data, ""},
 		{"pg out of range", exec(pg, `INSERT INTO t (id, n) VALUES (1, 3000000000)`), dialect.Data, ""},
 		{"pg copy too long", pgCopy("1\tabcd\n"), dialect.Data, "c"},
-		{"pg unique", func() error { _ = exec(pg, `INSERT INTO t (id) VALUES (7)`); return exec(pg, `INSERT INTO t (id) VALUES (7)`) }(), dialect.Other, ""},
+		{"pg unique", func() error {
+			_ = exec(pg, `INSERT INTO t (id) VALUES (7)`)
+			return exec(pg, `INSERT INTO t (id) VALUES (7)`)
+		}(), dialect.Other, ""},
 		{"pg syntax", exec(pg, `SELEC 1`), dialect.Other, ""},
 		{"pg terminated", killed(pg, `SELECT pg_backend_pid()`, `SELECT pg_terminate_backend($1)`), dialect.Unavailable, ""},
 		{"pg refused", refused(plans.Postgres, "postgres://u:p@"+addr+"/db?sslmode=disable&connect_timeout=2"), dialect.Unavailable, ""},
@@ -102,7 +105,10 @@ func TestClassify(t *testing.T) {
 		{"mysql not null", exec(my, `INSERT INTO t (id, c, n) VALUES (1, 'a', NULL)`), dialect.Data, "n"},
 		{"mysql out of range", exec(my, `INSERT INTO t (id, n) VALUES (1, 3000000000)`), dialect.Data, "n"},
 		{"mysql check", exec(my, `INSERT INTO t (id, n) VALUES (1, -1)`), dialect.Data, ""},
-		{"mysql duplicate", func() error { _ = exec(my, `INSERT INTO t (id) VALUES (7)`); return exec(my, `INSERT INTO t (id) VALUES (7)`) }(), dialect.Other, ""},
+		{"mysql duplicate", func() error {
+			_ = exec(my, `INSERT INTO t (id) VALUES (7)`)
+			return exec(my, `INSERT INTO t (id) VALUES (7)`)
+		}(), dialect.Other, ""},
 		{"mysql killed", killed(my, `SELECT CONNECTION_ID()`, `KILL ?`), dialect.Unavailable, ""},
 		{"mysql refused", refused(plans.MySQL, "mysql://u:p@"+addr+"/db?timeout=2s"), dialect.Unavailable, ""},
 		{"canceled", context.Canceled, dialect.Other, ""},
