@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -27,7 +28,7 @@ type decoder struct {
 	probs  problems
 }
 
-func (d *decoder) at(n *yaml.Node) pos { return pos{file: d.file, line: n.Line} }
+func (d *decoder) at(n *yaml.Node) pos { return pos{file: d.file, line: n.Line, col: n.Column} }
 
 // decode reads the document. It returns a nil plan when the document is
 // unusable as a whole (syntax error, not a mapping).
@@ -114,9 +115,18 @@ func (d *decoder) document(data []byte) *yaml.Node {
 // yamlError reports a YAML syntax error at its line. yaml.v3 numbers the
 // lines of parser errors (but not scanner errors) from 0 and leaves out
 // line 0; this undoes that.
+//
+// The column mostly stays unknown (0): yaml.v3 returns syntax errors as
+// plain errors whose text holds only "line N" (its parser's marks, which
+// have the column, are unexported), and guessing a column from the message
+// would point at the wrong character as often as not. Two exceptions are
+// found by reading the text itself: a tab in the indentation of the
+// reported line, when the error is one a tab there causes (its column is
+// the tab's), and an unknown anchor, which yaml.v3 reports without any
+// position (its first use gives line and column).
 func (d *decoder) yamlError(data []byte, err error) {
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
-	line := 0
+	line, col := 0, 0
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 		line, _ = strconv.Atoi(m[1])
 		msg = m[2]
@@ -124,16 +134,52 @@ func (d *decoder) yamlError(data []byte, err error) {
 	if isParserProblem(msg) {
 		line++
 	}
+	if slices.Contains(tabProblems, msg) {
+		if c := tabIndent(data, line); c > 0 {
+			col = c
+			if !strings.Contains(msg, "tab") {
+				msg += " (the line is indented with a tab; YAML indents with spaces only)"
+			}
+		}
+	}
 	if name, ok := strings.CutPrefix(msg, "unknown anchor '"); ok && line == 0 {
 		name, _, _ = strings.Cut(name, "'")
 		for i, l := range bytes.Split(data, []byte("\n")) {
-			if bytes.Contains(l, []byte("*"+name)) {
-				line = i + 1
+			if at := bytes.Index(l, []byte("*"+name)); at >= 0 {
+				line, col = i+1, utf8.RuneCount(l[:at])+1
 				break
 			}
 		}
 	}
-	d.probs.add("", pos{file: d.file, line: line}, "invalid YAML: %s", msg)
+	d.probs.add("", pos{file: d.file, line: line, col: col}, "invalid YAML: %s", msg)
+}
+
+// tabProblems are the yaml.v3 scanner errors a tab in the indentation
+// causes; the second is what a tab at the start of a line in block context
+// gives.
+var tabProblems = []string{
+	"found a tab character that violates indentation",
+	"found character that cannot start any token",
+	"found a tab character where an indentation space is expected",
+}
+
+// tabIndent returns the 1-based column of the first tab in the indentation
+// (leading spaces and tabs) of line n of data, or 0 when there is none.
+func tabIndent(data []byte, n int) int {
+	lines := bytes.Split(data, []byte("\n"))
+	if n < 1 || n > len(lines) {
+		return 0
+	}
+	for i, c := range lines[n-1] {
+		switch c {
+		case ' ':
+		case '\t':
+			return i + 1 // the indentation is ASCII: bytes are characters
+		default:
+			return 0
+		}
+	}
+	return 0
 }
 
 func isParserProblem(msg string) bool {
@@ -154,7 +200,7 @@ func resolve(n *yaml.Node) *yaml.Node {
 // mapping calls fn for each known key of m and reports unknown, duplicate
 // and non-scalar keys.
 func (d *decoder) mapping(m *yaml.Node, where string, known []string, fn func(key string, v *yaml.Node)) {
-	seen := map[string]int{}
+	seen := map[string]pos{}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		k, v := resolve(m.Content[i]), resolve(m.Content[i+1])
 		if k.Kind != yaml.ScalarNode {
@@ -166,11 +212,11 @@ func (d *decoder) mapping(m *yaml.Node, where string, known []string, fn func(ke
 		case key == "<<":
 			d.probs.add("", d.at(k), "merge keys (<<) are not supported in %s", where)
 		case dup:
-			d.probs.add("", d.at(k), "duplicate key %q in %s (first at line %d)", key, where, first)
+			d.probs.add("", d.at(k), "duplicate key %q in %s (first at %s)", key, where, first.place())
 		case !slices.Contains(known, key):
 			d.probs.add("", d.at(k), "unknown key %q in %s%s", key, where, suggest(key, known))
 		default:
-			seen[key] = k.Line
+			seen[key] = d.at(k)
 			fn(key, v)
 		}
 	}
@@ -395,7 +441,7 @@ func (d *decoder) tables(p *Plan, pp *planPos, n *yaml.Node) {
 		item = resolve(item)
 		tf := newFields(tablePrefix(i), d.at(item))
 		pp.tables = append(pp.tables, tf)
-		t := Table{Shards: DefaultShards, Line: item.Line}
+		t := Table{Shards: DefaultShards, Line: item.Line, Column: item.Column}
 		if item.Kind != yaml.MappingNode {
 			d.probs.add("", d.at(item), "each table must be a mapping with at least name and key")
 			tf.broken = true

@@ -144,7 +144,7 @@ func TestPlan_Apply(t *testing.T) {
 		if err := p.Apply(Overrides{Table: "orders", Key: "id", Columns: "id,total,note", Shards: 3, TargetTable: "orders2"}); err != nil {
 			t.Fatal(err)
 		}
-		want := []Table{{Name: "public.orders", Target: "orders2", Key: []string{"id"}, Columns: []string{"id", "total", "note"}, Shards: 3, Line: 6}}
+		want := []Table{{Name: "public.orders", Target: "orders2", Key: []string{"id"}, Columns: []string{"id", "total", "note"}, Shards: 3, Line: 6, Column: 5}}
 		if !reflect.DeepEqual(p.Tables, want) {
 			t.Errorf("tables %+v", p.Tables)
 		}
@@ -220,7 +220,7 @@ func TestParseWith(t *testing.T) {
 	t.Run("problems elsewhere are still reported", func(t *testing.T) {
 		doc := "name: x\nsource: ${UNSET_SOURCE}\ntarget: ${UNSET_TARGET}\nredis: ${REDIS_URL}\ntables: [{name: t, key: [id]}]\n"
 		_, err := ParseWith("plan.yaml", []byte(doc), testLookup, Overrides{Source: "postgres://h/db"})
-		if err == nil || err.Error() != "plan.yaml:3: target: environment variable UNSET_TARGET is not set" {
+		if err == nil || err.Error() != "plan.yaml:3:9: target: environment variable UNSET_TARGET is not set" {
 			t.Errorf("error %v", err)
 		}
 	})

@@ -75,7 +75,7 @@ func checkParseError(t *testing.T, data []byte, err error) {
 		t.Fatalf("error is not a non-empty Errors: %v", err)
 	}
 	for _, e := range es {
-		if e.File != "fuzz.yaml" || e.Line < 0 || e.Msg == "" {
+		if e.File != "fuzz.yaml" || e.Line < 0 || e.Column < 0 || e.Line == 0 && e.Column != 0 || e.Msg == "" {
 			t.Fatalf("bad error %+v", e)
 		}
 	}

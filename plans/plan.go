@@ -1,7 +1,7 @@
 // Package plans reads migration plans: the YAML plan file (SPEC §3) with
 // ${VAR} expansion, defaults and validation that reports every problem with
-// its file and line, the plan-less form built from flags, and connection
-// strings (DSN) that print only in redacted form.
+// its file, line and column, the plan-less form built from flags, and
+// connection strings (DSN) that print only in redacted form.
 package plans
 
 import (
@@ -72,6 +72,7 @@ type Table struct {
 	Shards  int               // key ranges, each with its own lease and cursor; default 1, 1..1024
 	Types   map[string]string // column -> target type text, for a created target table; overrides the mapping
 	Line    int               // line in the plan file where the table starts; 0 for flags
+	Column  int               // column on Line where the table starts; 0 for flags
 }
 
 // SourceIdent splits Name into its identifier parts: "public.orders" gives
@@ -133,8 +134,10 @@ func LoadWith(path string, lookup func(string) (string, bool), o Overrides) (*Pl
 // list or mapping ([...], {...}) quote a value that holds ${VAR}.
 //
 // Every problem found is returned, in an Errors whose lines read
-// "file:line: msg"; the error matches ErrInvalid. Messages quote values as
-// written in the file, never as expanded, and never quote a DSN.
+// "file:line:column: msg" ("file:line: msg" for a YAML syntax error, whose
+// column yaml.v3 does not report); the error matches ErrInvalid. Messages
+// quote values as written in the file, never as expanded, and never quote a
+// DSN.
 func Parse(file string, data []byte, lookup func(string) (string, bool)) (*Plan, error) {
 	return ParseWith(file, data, lookup, Overrides{})
 }

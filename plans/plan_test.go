@@ -49,7 +49,7 @@ func TestParse(t *testing.T) {
 			name: "minimal with defaults",
 			yaml: header + "tables:\n  - name: orders\n    key: [id]\n",
 			want: func(p *Plan) {
-				p.Tables = []Table{{Name: "orders", Target: "orders", Key: []string{"id"}, Shards: 1, Line: 6}}
+				p.Tables = []Table{{Name: "orders", Target: "orders", Key: []string{"id"}, Shards: 1, Line: 6, Column: 5}}
 			},
 		},
 		{
@@ -71,7 +71,7 @@ tables:
 				p.LeaseTTL, p.BatchSize, p.FenceColumn, p.MaxRetries = 90*time.Second, 500, "_token", 0
 				p.MaxTakeovers, p.TakeoverWindow = 5, time.Hour
 				p.Tables = []Table{{Name: "public.orders", Target: "orders", Key: []string{"id"},
-					Columns: []string{"id", "ext_id", "customer", "amount", "created_at"}, Shards: 4, Line: 12}}
+					Columns: []string{"id", "ext_id", "customer", "amount", "created_at"}, Shards: 4, Line: 12, Column: 5}}
 			},
 		},
 		{
@@ -88,8 +88,8 @@ tables:
 `,
 			want: func(p *Plan) {
 				p.Tables = []Table{
-					{Name: "sales.order_lines", Target: "archive.order_lines", Key: []string{"order_id", "line_no"}, Shards: 1, Line: 6},
-					{Name: "customers", Target: "customers", Key: []string{"tenant", "id"}, Columns: []string{"tenant", "id", "name"}, Shards: 1, Line: 9},
+					{Name: "sales.order_lines", Target: "archive.order_lines", Key: []string{"order_id", "line_no"}, Shards: 1, Line: 6, Column: 5},
+					{Name: "customers", Target: "customers", Key: []string{"tenant", "id"}, Columns: []string{"tenant", "id", "name"}, Shards: 1, Line: 9, Column: 5},
 				}
 			},
 		},
@@ -103,7 +103,7 @@ tables:
 `,
 			want: func(p *Plan) {
 				p.FenceColumn = "${fence}$x"
-				p.Tables = []Table{{Name: "public.orders", Target: "${TABLE}_copy", Key: []string{"public.orders.id", "$$id", "$id"}, Shards: 1, Line: 7}}
+				p.Tables = []Table{{Name: "public.orders", Target: "${TABLE}_copy", Key: []string{"public.orders.id", "$$id", "$id"}, Shards: 1, Line: 7, Column: 5}}
 			},
 		},
 		{
@@ -116,14 +116,14 @@ tables: [{name: t, key: id}]
 `,
 			want: func(p *Plan) {
 				p.Name = "pw"
-				p.Tables = []Table{{Name: "t", Target: "t", Key: []string{"id"}, Shards: 1, Line: 5}}
+				p.Tables = []Table{{Name: "t", Target: "t", Key: []string{"id"}, Shards: 1, Line: 5, Column: 10}}
 			},
 		},
 		{
 			name: "null values take defaults",
 			yaml: header + "lease_ttl:\nbatch_size: ~\ntables:\n  - name: t\n    target:\n    key: [k]\n    columns:\n",
 			want: func(p *Plan) {
-				p.Tables = []Table{{Name: "t", Target: "t", Key: []string{"k"}, Shards: 1, Line: 8}}
+				p.Tables = []Table{{Name: "t", Target: "t", Key: []string{"k"}, Shards: 1, Line: 8, Column: 5}}
 			},
 		},
 		{
@@ -131,8 +131,8 @@ tables: [{name: t, key: id}]
 			yaml: header + "tables:\n  - name: a\n    key: &k [tenant, id]\n  - name: b\n    key: *k\n",
 			want: func(p *Plan) {
 				p.Tables = []Table{
-					{Name: "a", Target: "a", Key: []string{"tenant", "id"}, Shards: 1, Line: 6},
-					{Name: "b", Target: "b", Key: []string{"tenant", "id"}, Shards: 1, Line: 8},
+					{Name: "a", Target: "a", Key: []string{"tenant", "id"}, Shards: 1, Line: 6, Column: 5},
+					{Name: "b", Target: "b", Key: []string{"tenant", "id"}, Shards: 1, Line: 8, Column: 5},
 				}
 			},
 		},
@@ -141,8 +141,8 @@ tables: [{name: t, key: id}]
 			yaml: header + "tables:\n  - {name: t, target: t1, key: [id]}\n  - {name: t, target: t2, key: [id]}\n",
 			want: func(p *Plan) {
 				p.Tables = []Table{
-					{Name: "t", Target: "t1", Key: []string{"id"}, Shards: 1, Line: 6},
-					{Name: "t", Target: "t2", Key: []string{"id"}, Shards: 1, Line: 7},
+					{Name: "t", Target: "t1", Key: []string{"id"}, Shards: 1, Line: 6, Column: 5},
+					{Name: "t", Target: "t2", Key: []string{"id"}, Shards: 1, Line: 7, Column: 5},
 				}
 			},
 		},
@@ -196,83 +196,83 @@ func TestParse_invalid(t *testing.T) {
 			name: "unknown keys",
 			yaml: header + "batchsize: 10\ntables:\n  - name: t\n    key: [id]\n    shard: 2\n    colums: [id]\n    zzz: 1\n",
 			want: []string{
-				`plan.yaml:5: unknown key "batchsize" in plan (did you mean "batch_size"?)`,
-				`plan.yaml:9: unknown key "shard" in table (did you mean "shards"?)`,
-				`plan.yaml:10: unknown key "colums" in table (did you mean "columns"?)`,
-				`plan.yaml:11: unknown key "zzz" in table`,
+				`plan.yaml:5:1: unknown key "batchsize" in plan (did you mean "batch_size"?)`,
+				`plan.yaml:9:5: unknown key "shard" in table (did you mean "shards"?)`,
+				`plan.yaml:10:5: unknown key "colums" in table (did you mean "columns"?)`,
+				`plan.yaml:11:5: unknown key "zzz" in table`,
 			},
 		},
 		{
 			name: "missing required fields",
 			yaml: "lease_ttl: 10s\n",
 			want: []string{
-				"plan.yaml:1: name is required",
-				"plan.yaml:1: source is required",
-				"plan.yaml:1: target is required",
-				"plan.yaml:1: redis is required",
-				"plan.yaml:1: at least one table is required (tables: - name: ..., key: [...])",
+				"plan.yaml:1:1: name is required",
+				"plan.yaml:1:1: source is required",
+				"plan.yaml:1:1: target is required",
+				"plan.yaml:1:1: redis is required",
+				"plan.yaml:1:1: at least one table is required (tables: - name: ..., key: [...])",
 			},
 		},
 		{
 			name: "missing table fields",
 			yaml: header + "tables:\n  - target: x\n  - name: y\n    key: []\n",
 			want: []string{
-				"plan.yaml:6: table #1: name is required",
-				"plan.yaml:6: table #1: key is required (the business key columns, e.g. key: [id])",
-				`plan.yaml:8: table "y": key must name at least one column`,
+				"plan.yaml:6:5: table #1: name is required",
+				"plan.yaml:6:5: table #1: key is required (the business key columns, e.g. key: [id])",
+				`plan.yaml:8:10: table "y": key must name at least one column`,
 			},
 		},
 		{
 			name: "bad name",
 			yaml: strings.Replace(header, "orders-move", "Orders Move", 1) + "tables: [{name: t, key: [id]}]\n",
-			want: []string{`plan.yaml:1: name "Orders Move" must match [a-z0-9_-]+`},
+			want: []string{`plan.yaml:1:7: name "Orders Move" must match [a-z0-9_-]+`},
 		},
 		{
 			name: "bad values",
 			yaml: header + "lease_ttl: 5\nbatch_size: ${BATCH}\nmax_retries: -1\nfence_column: ''\ntables:\n  - name: t\n    key: [id]\n    shards: 2000\n",
 			want: []string{
-				`plan.yaml:5: lease_ttl "5" is not a duration (want a number with a unit, like 30s or 1m30s)`,
-				`plan.yaml:6: batch_size "${BATCH}" (after expansion) is not a whole number`,
-				"plan.yaml:7: max_retries -1 must not be negative",
-				"plan.yaml:8: fence_column must be a non-empty column name without NUL bytes",
-				`plan.yaml:12: table "t": shards 2000 is out of range 1..1024`,
+				`plan.yaml:5:12: lease_ttl "5" is not a duration (want a number with a unit, like 30s or 1m30s)`,
+				`plan.yaml:6:13: batch_size "${BATCH}" (after expansion) is not a whole number`,
+				"plan.yaml:7:14: max_retries -1 must not be negative",
+				"plan.yaml:8:15: fence_column must be a non-empty column name without NUL bytes",
+				`plan.yaml:12:13: table "t": shards 2000 is out of range 1..1024`,
 			},
 		},
 		{
 			name: "bad takeover limit",
 			yaml: header + "max_takeovers: 0\ntakeover_window: -1m\ntables: [{name: t, key: [id]}]\n",
 			want: []string{
-				"plan.yaml:5: max_takeovers 0 must be at least 1",
-				"plan.yaml:6: takeover_window -1m0s must be positive",
+				"plan.yaml:5:16: max_takeovers 0 must be at least 1",
+				"plan.yaml:6:18: takeover_window -1m0s must be positive",
 			},
 		},
 		{
 			name: "out of range",
 			yaml: header + "lease_ttl: 100ms\nbatch_size: 0\ntables:\n  - name: t\n    key: [id]\n    shards: 0\n",
 			want: []string{
-				"plan.yaml:5: lease_ttl 100ms is too short (at least 300ms)",
-				"plan.yaml:6: batch_size 0 is out of range 1..100000",
-				`plan.yaml:10: table "t": shards 0 is out of range 1..1024`,
+				"plan.yaml:5:12: lease_ttl 100ms is too short (at least 300ms)",
+				"plan.yaml:6:13: batch_size 0 is out of range 1..100000",
+				`plan.yaml:10:13: table "t": shards 0 is out of range 1..1024`,
 			},
 		},
 		{
 			name: "bad DSNs",
 			yaml: "name: x\nsource: postgress://u:Pa55word@h/db\ntarget: ${REDIS_URL}\nredis: ${SOURCE_URL}\ntables: [{name: t, key: [id]}]\n",
 			want: []string{
-				`plan.yaml:2: source: invalid DSN: unsupported scheme "postgress" (want postgres://, postgresql://, mysql://, redis://, rediss://, redis+sentinel:// or redis+cluster://)`,
-				"plan.yaml:3: target must be a postgres:// or mysql:// DSN, not redis",
-				"plan.yaml:4: redis must be a redis:// DSN, not postgres",
+				`plan.yaml:2:9: source: invalid DSN: unsupported scheme "postgress" (want postgres://, postgresql://, mysql://, redis://, rediss://, redis+sentinel:// or redis+cluster://)`,
+				"plan.yaml:3:9: target must be a postgres:// or mysql:// DSN, not redis",
+				"plan.yaml:4:8: redis must be a redis:// DSN, not postgres",
 			},
 		},
 		{
 			name: "env problems",
 			yaml: "name: x\nsource: ${NOPE}\ntarget: ${EMPTY}\nredis: ${REDIS_URL\ntables:\n  - name: ${1BAD}\n    key: [\"${ALSO_NOPE}\", id]\n",
 			want: []string{
-				"plan.yaml:2: source: environment variable NOPE is not set",
-				`plan.yaml:3: target is empty after expanding "${EMPTY}"`,
-				"plan.yaml:4: redis: unterminated ${ (write $${ for a literal ${)",
-				`plan.yaml:6: name: "1BAD" is not a variable name (want ${NAME}; write $${ for a literal ${)`,
-				"plan.yaml:7: key: environment variable ALSO_NOPE is not set",
+				"plan.yaml:2:9: source: environment variable NOPE is not set",
+				`plan.yaml:3:9: target is empty after expanding "${EMPTY}"`,
+				"plan.yaml:4:8: redis: unterminated ${ (write $${ for a literal ${)",
+				`plan.yaml:6:11: name: "1BAD" is not a variable name (want ${NAME}; write $${ for a literal ${)`,
+				"plan.yaml:7:11: key: environment variable ALSO_NOPE is not set",
 			},
 		},
 		{
@@ -289,64 +289,64 @@ func TestParse_invalid(t *testing.T) {
     columns: [[a]]
 `,
 			want: []string{
-				`plan.yaml:7: table "t": key has an empty column name`,
-				`plan.yaml:7: table "t": key lists column "id" twice`,
-				`plan.yaml:7: table "t": key lists the fence column "_fence", which the migration writes itself`,
-				`plan.yaml:8: table "t": columns lists column "name" twice`,
-				`plan.yaml:8: table "t": columns must include key column "_fence"`,
-				`plan.yaml:11: table "u": columns must include key column "tenant"`,
-				"plan.yaml:13: key must be a list of column names",
-				"plan.yaml:14: columns must be a list of column names",
+				`plan.yaml:7:15: table "t": key has an empty column name`,
+				`plan.yaml:7:19: table "t": key lists column "id" twice`,
+				`plan.yaml:7:23: table "t": key lists the fence column "_fence", which the migration writes itself`,
+				`plan.yaml:8:14: table "t": columns must include key column "_fence"`,
+				`plan.yaml:8:25: table "t": columns lists column "name" twice`,
+				`plan.yaml:11:14: table "u": columns must include key column "tenant"`,
+				"plan.yaml:13:10: key must be a list of column names",
+				"plan.yaml:14:15: columns must be a list of column names",
 			},
 		},
 		{
 			name: "table names",
 			yaml: header + "tables:\n  - {name: a.b.c, key: [id]}\n  - {name: .x, target: 'y.', key: [id]}\n",
 			want: []string{
-				`plan.yaml:6: table "a.b.c": name "a.b.c" must be table or schema.table`,
-				`plan.yaml:7: table ".x": name ".x" must be table or schema.table`,
-				`plan.yaml:7: table ".x": target "y." must be table or schema.table`,
+				`plan.yaml:6:12: table "a.b.c": name "a.b.c" must be table or schema.table`,
+				`plan.yaml:7:12: table ".x": name ".x" must be table or schema.table`,
+				`plan.yaml:7:24: table ".x": target "y." must be table or schema.table`,
 			},
 		},
 		{
 			name: "duplicate table",
 			yaml: header + "tables:\n  - name: public.orders\n    target: orders\n    key: [id]\n  - name: ${TABLE}\n    target: orders\n    key: [id]\n",
-			want: []string{`plan.yaml:9: target table "orders" is written by two tables of the plan (first at line 6); each target table needs its own plan`},
+			want: []string{`plan.yaml:9:5: target table "orders" is written by two tables of the plan (first at line 6, column 5); each target table needs its own plan`},
 		},
 		{
 			name: "two sources into one target",
 			yaml: header + "tables:\n  - name: public.a\n    target: t\n    key: [id]\n  - name: public.b\n    target: t\n    key: [id]\n",
-			want: []string{`plan.yaml:9: target table "t" is written by two tables of the plan (first at line 6); each target table needs its own plan`},
+			want: []string{`plan.yaml:9:5: target table "t" is written by two tables of the plan (first at line 6, column 5); each target table needs its own plan`},
 		},
 		{
 			name: "duplicate key",
 			yaml: header + "name: again\ntables: [{name: t, key: [id], key: [x]}]\n",
 			want: []string{
-				`plan.yaml:5: duplicate key "name" in plan (first at line 1)`,
-				`plan.yaml:6: duplicate key "key" in table (first at line 6)`,
+				`plan.yaml:5:1: duplicate key "name" in plan (first at line 1, column 1)`,
+				`plan.yaml:6:31: duplicate key "key" in table (first at line 6, column 20)`,
 			},
 		},
 		{
 			name: "wrong shapes",
 			yaml: "name: [a]\nsource: {x: 1}\ntarget: ${TARGET_URL}\nredis: ${REDIS_URL}\ntables: orders\n",
 			want: []string{
-				"plan.yaml:1: name must be a single value, not a list",
-				"plan.yaml:2: source must be a single value, not a mapping",
-				"plan.yaml:5: tables must be a list of tables",
+				"plan.yaml:1:7: name must be a single value, not a list",
+				"plan.yaml:2:9: source must be a single value, not a mapping",
+				"plan.yaml:5:9: tables must be a list of tables",
 			},
 		},
 		{
 			name: "table not a mapping",
 			yaml: header + "tables:\n  - orders\n  - {name: t, key: [id]}\n",
-			want: []string{"plan.yaml:6: each table must be a mapping with at least name and key"},
+			want: []string{"plan.yaml:6:5: each table must be a mapping with at least name and key"},
 		},
 		{
 			name: "merge key",
 			yaml: header + "base: &b {key: [id]}\ntables:\n  - <<: *b\n    name: t\n",
 			want: []string{
-				`plan.yaml:5: unknown key "base" in plan`,
-				"plan.yaml:7: merge keys (<<) are not supported in table",
-				`plan.yaml:7: table "t": key is required (the business key columns, e.g. key: [id])`,
+				`plan.yaml:5:1: unknown key "base" in plan`,
+				"plan.yaml:7:5: merge keys (<<) are not supported in table",
+				`plan.yaml:7:5: table "t": key is required (the business key columns, e.g. key: [id])`,
 			},
 		},
 		{
@@ -357,12 +357,22 @@ func TestParse_invalid(t *testing.T) {
 		{
 			name: "yaml scanner error",
 			yaml: "name: x\n\tsource: y\n",
-			want: []string{"plan.yaml:2: invalid YAML: found a tab character that violates indentation"},
+			want: []string{"plan.yaml:2:1: invalid YAML: found a tab character that violates indentation"},
+		},
+		{
+			name: "tab indentation after a quoted value",
+			yaml: "name: x\nsource: 'y'\n  \ttarget: z\n",
+			want: []string{"plan.yaml:3:3: invalid YAML: found character that cannot start any token (the line is indented with a tab; YAML indents with spaces only)"},
+		},
+		{
+			name: "character that cannot start a token",
+			yaml: header + "batch_size: @10\n",
+			want: []string{"plan.yaml:5: invalid YAML: found character that cannot start any token"},
 		},
 		{
 			name: "unknown anchor",
 			yaml: header + "tables:\n  - name: t\n    key: *nokey\n",
-			want: []string{"plan.yaml:7: invalid YAML: unknown anchor 'nokey' referenced"},
+			want: []string{"plan.yaml:7:10: invalid YAML: unknown anchor 'nokey' referenced"},
 		},
 		{
 			name: "empty file",
@@ -377,12 +387,12 @@ func TestParse_invalid(t *testing.T) {
 		{
 			name: "not a mapping",
 			yaml: "- name: x\n",
-			want: []string{"plan.yaml:1: a plan must be a mapping of keys (name, source, target, redis, tables, ...)"},
+			want: []string{"plan.yaml:1:1: a plan must be a mapping of keys (name, source, target, redis, tables, ...)"},
 		},
 		{
 			name: "two documents",
 			yaml: header + "tables: [{name: t, key: [id]}]\n---\nname: y\n",
-			want: []string{"plan.yaml:6: a plan file holds one YAML document; found another"},
+			want: []string{"plan.yaml:6:1: a plan file holds one YAML document; found another"},
 		},
 	}
 	for _, tt := range tests {
@@ -451,7 +461,7 @@ func TestLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err := Load(bad, testLookup)
-		if err == nil || !strings.HasPrefix(err.Error(), bad+":1: ") {
+		if err == nil || !strings.HasPrefix(err.Error(), bad+":1:1: ") {
 			t.Errorf("error %v", err)
 		}
 	})

@@ -105,7 +105,7 @@ type planPos struct {
 func tablePrefix(i int) string { return "tables." + strconv.Itoa(i) + "." }
 
 // positionsOf makes positions for a plan that was already built: fields sit
-// in the plan's file (line unknown), tables at their lines.
+// in the plan's file (line unknown), tables at their lines and columns.
 func positionsOf(p *Plan) *planPos {
 	base := pos{file: p.File}
 	pp := &planPos{fields: newFields("", base)}
@@ -113,7 +113,7 @@ func positionsOf(p *Plan) *planPos {
 		pp.at[name] = base
 	}
 	for i, t := range p.Tables {
-		tb := pos{file: p.File, line: t.Line}
+		tb := pos{file: p.File, line: t.Line, col: t.Column}
 		if p.File == "" {
 			tb = flagsPos
 		}

@@ -2,7 +2,6 @@ package plans
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 )
 
@@ -92,7 +91,7 @@ func validate(p *Plan, pp *planPos) problems {
 		if at, dup := first[t.Target]; dup {
 			where := "also given by flags"
 			if at.line > 0 {
-				where = "first at line " + strconv.Itoa(at.line)
+				where = "first at " + at.place()
 			}
 			ps.add("", tf.base, "target table %s is written by two tables of the plan (%s); each target table needs its own plan", tf.show("target", t.Target), where)
 			continue
