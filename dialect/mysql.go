@@ -142,14 +142,15 @@ func (MySQL) where(table []string) (string, []any) {
 }
 
 // Columns implements Dialect. MariaDB keeps JSON as longtext with a
-// json_valid check; its base is reported as "json".
+// json_valid check; its base is reported as "json". The check's text
+// quotes the column name as an identifier (a backtick doubled).
 func (m MySQL) Columns(table []string) (string, []any) {
 	cond, args := m.where(table)
 	base := "LOWER(c.data_type)"
 	if m.MariaDB {
 		base = `CASE WHEN LOWER(c.data_type) = 'longtext' AND EXISTS (SELECT 1 FROM information_schema.check_constraints k
   WHERE k.constraint_schema = c.table_schema AND k.table_name = c.table_name
-  AND k.check_clause = CONCAT('json_valid(` + "`" + `', c.column_name, '` + "`" + `)')) THEN 'json' ELSE LOWER(c.data_type) END`
+  AND k.check_clause = CONCAT('json_valid(` + "`" + `', REPLACE(c.column_name, '` + "`" + `', '` + "``" + `'), '` + "`" + `)')) THEN 'json' ELSE LOWER(c.data_type) END`
 	}
 	return `SELECT c.column_name, LOWER(c.column_type), ` + base + `, c.is_nullable = 'NO'
 FROM information_schema.columns c WHERE ` + strings.ReplaceAll(cond, "table_", "c.table_") + `

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/migrate-dev/migrate/batch"
 	"github.com/migrate-dev/migrate/dialect"
@@ -48,13 +50,18 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 		}
 		prep[i] = prepared{cols, bounds}
 	}
+	cols := make([][]dialect.Column, len(prep))
+	bounds := make([][]dialect.Range, len(prep))
+	for i, p := range prep {
+		cols[i], bounds[i] = p.cols, p.bounds
+	}
+	dsts, err := r.prepareTargets(ctx, cols, bounds)
+	if err != nil {
+		return nil, err
+	}
 	var jobs []shardJob
 	for i, t := range r.plan.Tables {
-		cols := prep[i].cols
-		dst, err := r.prepareTarget(ctx, t, cols, prep[i].bounds)
-		if err != nil {
-			return nil, err
-		}
+		cols, dst := prep[i].cols, dsts[i]
 		names := make([]string, len(cols))
 		for i, c := range cols {
 			names[i] = c.Name
@@ -77,6 +84,9 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 // order or the table's, and checks the key columns exist.
 func (r *Runner) sourceColumns(ctx context.Context, t plans.Table) ([]dialect.Column, error) {
 	all, err := columns(ctx, r.src, r.srcD, t.SourceIdent())
+	if errors.Is(err, errNoTable) {
+		return nil, fmt.Errorf("%w: source table %s does not exist (or the source user cannot see it)", plans.ErrInvalid, t.Name)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("source table %s: %w", t.Name, err)
 	}
@@ -95,7 +105,7 @@ func (r *Runner) sourceColumns(ctx context.Context, t plans.Table) ([]dialect.Co
 		for _, n := range t.Columns {
 			c, ok := byName[n]
 			if !ok {
-				return nil, fmt.Errorf("source table %s has no column %q", t.Name, n)
+				return nil, fmt.Errorf("%w: source table %s has no column %q (listed in the plan's columns)", plans.ErrInvalid, t.Name, n)
 			}
 			out = append(out, c)
 		}
@@ -223,56 +233,143 @@ func (r *Runner) shardBounds(ctx context.Context, t plans.Table) ([]dialect.Rang
 	return out, nil
 }
 
-// prepareTarget prepares the target for one table on one connection that
-// holds the setup lock (DDL is not transactional in MySQL). It returns the
-// target's definitions of the copied columns, in the same order.
-func (r *Runner) prepareTarget(ctx context.Context, t plans.Table, cols []dialect.Column, bounds []dialect.Range) (dst []dialect.Column, err error) {
+// helpersLock serialises the creation of the helper tables by every plan
+// sharing a PostgreSQL target: two transactions creating one table "IF NOT
+// EXISTS" at once fail. (Plan names cannot hold a '/'.)
+const helpersLock = "migrate/helpers"
+
+// prepareTargets prepares the target for every table, on one connection
+// that holds the setup lock: the target tables' DDL (first, so that a user
+// without the rights to run it changes nothing), the helper tables, the
+// checkpoints with their shard bounds. In PostgreSQL it is one transaction,
+// so a failure anywhere leaves the target as it was; in MySQL, where DDL
+// commits itself, a table created here is dropped again when a later step
+// fails. It returns each table's target definitions of the copied columns,
+// in the order of cols.
+func (r *Runner) prepareTargets(ctx context.Context, cols [][]dialect.Column, bounds [][]dialect.Range) (dst [][]dialect.Column, err error) {
 	conn, err := r.dst.Conn(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("target setup of %s: %w", t.Target, err)
+		return nil, fmt.Errorf("target setup: %w", err)
 	}
 	defer conn.Close()
-	name := "migrate:" + r.plan.Name
+	unlock, err := r.setupLock(ctx, conn, "migrate:"+r.plan.Name)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if uerr := unlock(); uerr != nil && err == nil {
+			err = uerr
+		}
+	}()
+	var db dbConn = conn
+	transactional := r.dstD.Engine() == plans.Postgres
+	if transactional {
+		unlockHelpers, lerr := r.setupLock(ctx, conn, helpersLock)
+		if lerr != nil {
+			return nil, lerr
+		}
+		defer func() {
+			if uerr := unlockHelpers(); uerr != nil && err == nil {
+				err = uerr
+			}
+		}()
+		tx, berr := conn.BeginTx(ctx, nil)
+		if berr != nil {
+			return nil, fmt.Errorf("target setup: %w", berr)
+		}
+		defer func() { _ = tx.Rollback() }() // after Commit: sql.ErrTxDone, nothing done
+		db = tx
+	}
+	var created [][]string // tables created here (MySQL): dropped again on failure
+	defer func() {
+		if err != nil && len(created) > 0 {
+			r.dropCreated(conn, created)
+		}
+	}()
+	// Everything that can refuse the plan is checked again, under the
+	// lock, before anything changes.
+	dst = make([][]dialect.Column, len(r.plan.Tables))
+	ddl := make([]string, len(r.plan.Tables))
+	for i, t := range r.plan.Tables {
+		if dst[i], ddl[i], err = r.targetTable(ctx, db, t, cols[i]); err != nil {
+			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
+		}
+	}
+	for i, t := range r.plan.Tables {
+		if ddl[i] == "" {
+			continue
+		}
+		r.log.Info("preparing the target table", "table", t.Target, "ddl", ddl[i])
+		if _, err := db.ExecContext(ctx, ddl[i]); err != nil {
+			return nil, stmtError("target table "+t.Target, ddl[i], err)
+		}
+		if !transactional && strings.HasPrefix(ddl[i], "CREATE TABLE") {
+			created = append(created, t.TargetIdent())
+		}
+	}
+	for _, h := range r.dstD.Helpers() {
+		if _, err := db.ExecContext(ctx, h); err != nil {
+			return nil, stmtError("create helper tables", h, err)
+		}
+	}
+	for i, t := range r.plan.Tables {
+		if err := r.checkShardCount(ctx, db, t); err != nil {
+			return nil, err
+		}
+		for j, b := range bounds[i] {
+			s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: j}
+			if err := r.cursor.Init(ctx, db, s, b.Lo, b.Hi); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if tx, ok := db.(*sql.Tx); ok {
+		if err := tx.Commit(); err != nil {
+			return nil, fmt.Errorf("target setup: commit: %w", err)
+		}
+	}
+	return dst, nil
+}
+
+// setupLock takes a setup lock on conn and returns its release.
+func (r *Runner) setupLock(ctx context.Context, conn *sql.Conn, name string) (func() error, error) {
 	q, args := r.dstD.SetupLock(name)
 	var held sql.NullInt64
 	if err := conn.QueryRowContext(ctx, q, args...).Scan(&held); err != nil {
-		return nil, fmt.Errorf("target setup lock: %w", err)
+		return nil, fmt.Errorf("target setup lock %q: %w", name, err)
 	}
 	if held.Int64 != 1 {
 		return nil, fmt.Errorf("target setup lock %q: not granted (another instance has held it for minutes)", name)
 	}
-	defer func() {
+	return func() error {
 		q, args := r.dstD.SetupUnlock(name)
-		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), q, args...); uerr != nil && err == nil {
-			err = fmt.Errorf("target setup unlock: %w", uerr)
+		if _, err := conn.ExecContext(context.WithoutCancel(ctx), q, args...); err != nil {
+			return fmt.Errorf("target setup unlock %q: %w", name, err)
 		}
-	}()
-	// Everything that can refuse the plan is checked before anything changes.
-	dst, ddl, err := r.targetTable(ctx, conn, t, cols)
-	if err != nil {
-		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
-	}
-	for _, h := range r.dstD.Helpers() {
-		if _, err := conn.ExecContext(ctx, h); err != nil {
-			return nil, fmt.Errorf("create helper tables: %w", err)
+		return nil
+	}, nil
+}
+
+// dropCreated drops again the target tables a failed setup created (MySQL,
+// whose DDL is not transactional): they are empty, and no instance can use
+// them before setup succeeds.
+func (r *Runner) dropCreated(conn *sql.Conn, tables [][]string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, t := range tables {
+		q := r.dstD.DrillDropTable(t)
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			r.log.Warn("could not drop a target table created by the failed setup", "table", strings.Join(t, "."), "statement", q, "err", err)
+			continue
 		}
+		r.log.Info("dropped the target table created by the failed setup", "table", strings.Join(t, "."))
 	}
-	if ddl != "" {
-		r.log.Info("preparing the target table", "table", t.Target, "ddl", ddl)
-		if _, err := conn.ExecContext(ctx, ddl); err != nil {
-			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
-		}
-	}
-	if err := r.checkShardCount(ctx, conn, t); err != nil {
-		return nil, err
-	}
-	for i, b := range bounds {
-		s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i}
-		if err := r.cursor.Init(ctx, conn, s, b.Lo, b.Hi); err != nil {
-			return nil, err
-		}
-	}
-	return dst, nil
+}
+
+// stmtError names the statement that failed: the DDL holds identifiers and
+// types only, never a value.
+func stmtError(what, stmt string, err error) error {
+	return fmt.Errorf("%s: %w; the statement was:\n%s", what, err, stmt)
 }
 
 // checkShardCount refuses a plan whose shard count differs from the one its
