@@ -63,7 +63,7 @@ type Fencer interface {
 
 // Cursor advances the checkpoint inside the batch transaction.
 type Cursor interface {
-	Advance(ctx context.Context, q cursor.Querier, s fence.Shard, lastKey []any, rowsDone int64, t fence.Token) error
+	Advance(ctx context.Context, q cursor.Querier, s fence.Shard, lastKey []any, prevDone, rowsDone int64, t fence.Token) error
 }
 
 // Lease is the writer's right to the shard: its context ends when the lease
@@ -128,9 +128,17 @@ type Copier struct {
 	// OnFailure, if set, is called for each failed attempt at reading a
 	// page or writing a batch that is not final (retried or halting).
 	OnFailure func(fence.Shard, error)
+	// SchemaCheck, if set, compares the source table with what the copy
+	// was set up for; the reader calls it every SchemaEvery, after a failed
+	// read and at the end of the range. An error halts the shard (the source changed under the
+	// copy: a column added, dropped or retyped).
+	SchemaCheck func(context.Context) error
 
 	upserts sync.Map // upsertSQL's statements
 }
+
+// SchemaEvery is how often the reader checks the source's schema.
+const SchemaEvery = 5 * time.Second
 
 type page struct {
 	rows [][]any
@@ -252,11 +260,29 @@ func keyOf(row []any, idx []int) []any {
 // read sends pages of the shard in key order until the range ends (an empty
 // page), an error, or ctx ends.
 func (c *Copier) read(ctx context.Context, spec Spec, keyIdx []int, after []any, encode func([][]any) []byte, out chan<- page) {
+	checked := time.Now()
 	for {
 		var rows [][]any
 		err := retry(ctx, spec, func() error {
+			if c.SchemaCheck != nil && time.Since(checked) >= SchemaEvery {
+				checked = time.Now()
+				if err := c.SchemaCheck(ctx); err != nil {
+					return permanent{fmt.Errorf("%w: %w", ErrHalted, err)}
+				}
+			}
 			var err error
 			rows, err = c.readPage(ctx, spec, after)
+			switch {
+			case c.SchemaCheck == nil:
+			case err != nil && dialect.Classify(err) == dialect.Other:
+				if serr := c.SchemaCheck(ctx); serr != nil {
+					return permanent{fmt.Errorf("%w: %w (%w)", ErrHalted, serr, err)}
+				}
+			case err == nil && len(rows) == 0: // the end: once more before the shard is done
+				if serr := c.SchemaCheck(ctx); serr != nil {
+					return permanent{fmt.Errorf("%w: %w", ErrHalted, serr)}
+				}
+			}
 			return err
 		}, c, "read")
 		pg := page{rows: rows, err: err}
@@ -592,7 +618,10 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Toke
 		return ins, upd, nil
 	}
 	if last != nil {
-		if err := c.Cursor.Advance(tctx, tx, spec.Shard, last, done, t); err != nil {
+		if err := c.Cursor.Advance(tctx, tx, spec.Shard, last, done-int64(len(rows)), done, t); err != nil {
+			if errors.Is(err, cursor.ErrMoved) {
+				return 0, 0, permanent{err}
+			}
 			return 0, 0, err
 		}
 	}

@@ -139,6 +139,7 @@ func TestCopier_ResumeReplaysOnlyAfterCursor(t *testing.T) {
 	// Rows up to 1500 were written by an earlier holder with token 1; the
 	// cursor says 1000 was committed, so 1001..1500 are a replayed batch.
 	mustExec(t, e.dst, `INSERT INTO items SELECT g, 'item ' || g, g / 100.0, 1 FROM generate_series(1, 1500) g`)
+	mustExec(t, e.dst, `UPDATE _migrate_checkpoint SET rows_done = 1000, last_key = '["1000"]'`)
 	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t), 2, owner, cursor.Checkpoint{LastKey: []any{"1000"}, RowsDone: 1000})
 	if err != nil {
 		t.Fatal(err)

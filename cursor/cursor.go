@@ -28,6 +28,12 @@ const (
 // ErrNoCheckpoint means the shard has no checkpoint row yet.
 var ErrNoCheckpoint = errors.New("cursor: no checkpoint")
 
+// ErrMoved means the stored cursor is not where this holder left it: the
+// target lost batches it had committed (a crash of a server that does not
+// flush each commit, a failover to a replica that lagged). The copy must
+// go on from the stored cursor, not from the holder's memory.
+var ErrMoved = errors.New("cursor: the stored cursor is not where this holder left it; the target lost committed batches")
+
 // Checkpoint is the durable progress of one shard.
 type Checkpoint struct {
 	Shard     fence.Shard
@@ -146,17 +152,24 @@ func (s *Store) read(ctx context.Context, q Querier, sh fence.Shard, lock bool) 
 }
 
 // Advance moves the shard's cursor to lastKey with rowsDone rows copied in
-// all. It must run in the batch's transaction, after the fence check.
-func (s *Store) Advance(ctx context.Context, q Querier, sh fence.Shard, lastKey []any, rowsDone int64, t fence.Token) error {
+// all, from prevDone where this holder left it. It must run in the batch's
+// transaction, after the fence check. ErrMoved when the stored cursor is
+// elsewhere.
+func (s *Store) Advance(ctx context.Context, q Querier, sh fence.Shard, lastKey []any, prevDone, rowsDone int64, t fence.Token) error {
 	k, err := EncodeKey(lastKey)
 	if err != nil {
 		return fmt.Errorf("cursor: %s: %w", sh, err)
 	}
-	res, err := q.ExecContext(ctx, s.sql.CheckpointAdvance(), k, rowsDone, int64(t), sh.Plan, sh.Table, sh.Index)
+	res, err := q.ExecContext(ctx, s.sql.CheckpointAdvance(), k, rowsDone, int64(t), sh.Plan, sh.Table, sh.Index, prevDone, rowsDone)
 	if err != nil {
 		return fmt.Errorf("cursor: advance %s to %s: %w", sh, k, err)
 	}
-	return oneRow(res, sh)
+	if err := oneRow(res, sh); errors.Is(err, ErrNoCheckpoint) {
+		return fmt.Errorf("%w: %s was left at %d rows done by this holder", ErrMoved, sh, prevDone)
+	} else if err != nil {
+		return err
+	}
+	return nil
 }
 
 // SetState sets the shard's state, recording the writer's token.

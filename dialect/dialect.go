@@ -227,7 +227,11 @@ type Dialect interface {
 	CheckpointRead(lock bool) string
 	// CheckpointAdvance moves the cursor: args last_key, rows_done (the new
 	// total, so a retried commit cannot count twice), token, plan, table,
-	// shard.
+	// shard, the rows_done the holder left there, and the new total again:
+	// a row is updated only when rows_done is the first (or already the new
+	// total, a retried commit whose reply was lost). None is when the target lost committed
+	// batches (a crash of a non-durable server, a failover to a lagging
+	// replica).
 	CheckpointAdvance() string
 	// CheckpointState sets the state: args state, token, plan, table, shard.
 	CheckpointState() string

@@ -466,7 +466,7 @@ WHERE plan = ? AND tbl = ? AND shard = ?`
 func (m MySQL) CheckpointAdvance() string {
 	return `UPDATE ` + m.Quote(CheckpointTable) + ` SET last_key = ?, rows_done = ?, token = ?,
   state = 'running', updated_at = CURRENT_TIMESTAMP(6)
-WHERE plan = ? AND tbl = ? AND shard = ?`
+WHERE plan = ? AND tbl = ? AND shard = ? AND rows_done IN (?, ?)`
 }
 
 // CheckpointState implements Dialect.

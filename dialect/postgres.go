@@ -292,7 +292,7 @@ WHERE plan = $1 AND tbl = $2 AND shard = $3`
 func (p Postgres) CheckpointAdvance() string {
 	return `UPDATE ` + p.Quote(CheckpointTable) + ` SET last_key = $1, rows_done = $2, token = $3,
   state = 'running', updated_at = now()
-WHERE plan = $4 AND tbl = $5 AND shard = $6`
+WHERE plan = $4 AND tbl = $5 AND shard = $6 AND rows_done IN ($7, $8)`
 }
 
 // CheckpointState implements Dialect.

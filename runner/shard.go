@@ -244,6 +244,7 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	spec.MaxOutage = r.maxOutage()
 	var check neighbourhood
 	copier := r.copier()
+	copier.SchemaCheck = func(ctx context.Context) error { return r.sourceChanged(ctx, j) }
 	noted := false
 	note := func() { // the takeover's RTO is known once the first new batch is checked
 		if tk != nil && !noted {
@@ -268,6 +269,12 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	result := ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(cursor.Running), Token: int64(t), Rows: res.Rows, Batches: res.Batches}
 	if err == nil {
 		err = r.setState(lease, s, t, owner, cursor.Done)
+	}
+	if errors.Is(err, cursor.ErrMoved) && lctx.Err() == nil {
+		// The target lost batches it had committed: give the lease back
+		// and take the shard again, from the cursor the target has.
+		log.Warn("the target lost committed batches (a crash without durable commits, or a failover to a lagging replica); resuming from its cursor", "err", err)
+		return errRetry{err}
 	}
 	if err != nil {
 		if errors.Is(err, batch.ErrHalted) {

@@ -1,0 +1,185 @@
+package main_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/migrate-dev/migrate/internal/testsvc"
+)
+
+// TestRun_DatabaseCrash: the target, or the source, crashes (every server
+// process SIGKILLed) in the middle of a run and comes back after a few
+// seconds of crash recovery. The holder keeps its lease, waits for the
+// database without spending its retries, and finishes: every row once,
+// nothing stale, no takeover.
+func TestRun_DatabaseCrash(t *testing.T) {
+	for _, which := range []string{"target", "source"} {
+		t.Run(which, func(t *testing.T) {
+			t.Parallel()
+			pgs := testsvc.StartPostgres(t)
+			e := newEnv(t)
+			const n = 150000
+			e.batchSize, e.leaseTTL = 500, "5s"
+			if which == "target" {
+				e.dstURL = pgs.URL
+				e.dst = testsvc.OpenPostgres(t, pgs.URL)
+			} else {
+				e.srcURL = pgs.URL
+				e.src = testsvc.OpenPostgres(t, pgs.URL)
+			}
+			seedBig(t, e.src, "big", n)
+			plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 2})
+
+			p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a", "--parallel", "2")
+			at := waitProgress(t, p, e.dst, e.name, "big", n/5, n*4/5)
+			pgs.Crash()
+			down := time.Now()
+			time.Sleep(3 * time.Second) // down for a while: the holder's retries would be spent by now
+			pgs.Start()
+			t.Logf("%s crashed at %d rows done, back after %v", which, at, time.Since(down).Round(100*time.Millisecond))
+
+			r := p.wait(t)
+			wantCode(t, r, 0)
+			var rep runReport
+			decodeJSON(t, r, &rep)
+			if !strings.Contains(r.stderr, "database unavailable, retrying") {
+				t.Errorf("no retry on the unavailable %s logged:\n%s", which, r.stderr)
+			}
+			if len(rep.Takeovers) != 0 || rep.StaleRejections != 0 || len(rep.Shards) != 2 {
+				t.Errorf("takeovers %+v, stale %d, shards %+v; want none, 0, 2 done", rep.Takeovers, rep.StaleRejections, rep.Shards)
+			}
+			// The private server does not flush commits (synchronous_commit
+			// off): the crash loses the last committed batches, rows and
+			// cursor together, and the holder must go on from the cursor the
+			// target kept, writing those batches again.
+			if rep.RowsWritten < n {
+				t.Errorf("rows_written %d, want at least %d", rep.RowsWritten, n)
+			}
+			if which == "target" && rep.RowsWritten > n && !strings.Contains(r.stderr, "resuming from its cursor") {
+				t.Errorf("%d rows written again, without the rewind logged", rep.RowsWritten-n)
+			}
+			if got := queryInt(t, e.dst, `SELECT count(*) FROM _migrate_checkpoint WHERE plan = $1 AND state = 'done'`, e.name); got != 2 {
+				t.Errorf("%d shards done, want 2", got)
+			}
+			assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+		})
+	}
+}
+
+// TestRun_SourceSchemaChanged: a column added to the source in the middle
+// of a run (the plan copies every column) halts the shards, naming the
+// column, instead of copying the rest without it.
+func TestRun_SourceSchemaChanged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 400000
+	e.batchSize, e.leaseTTL = 500, "5s"
+	seedBig(t, e.src, "big", n)
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
+	waitProgress(t, p, e.dst, e.name, "big", 1000, n/2)
+	exec1(t, e.src, `ALTER TABLE big ADD COLUMN extra text DEFAULT 'x'`)
+	r := p.wait(t)
+	wantCode(t, r, 5)
+	if !strings.Contains(r.stdout+r.stderr, `column "extra" added`) {
+		t.Errorf("the halt does not name the added column:\n%s\n%s", r.stdout, r.stderr)
+	}
+	// Checked every few seconds and at the end of the range: the shard is
+	// never marked done with the new column left out.
+	if st := readCheckpoint(t, e.dst, e.name, "big", 0); st.state != "halted" {
+		t.Errorf("checkpoint %+v, want halted", st)
+	}
+}
+
+// TestRun_ValueTooLong: the target's column is narrower than a source
+// value. The shard halts at once (no retries), the batch holding the row is
+// wholly absent, and the error names the row's key and the column — on
+// both target engines.
+func TestRun_ValueTooLong(t *testing.T) {
+	for _, engine := range []string{"postgres", "mysql"} {
+		t.Run(engine, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			const n, bad = 5000, 3217
+			e.batchSize = 500
+			seedBig(t, e.src, "big", n)
+			exec1(t, e.src, `UPDATE big SET payload = repeat('y', 100) WHERE id = $1`, bad)
+			dst := e.dst
+			if engine == "mysql" {
+				e.dstURL = testsvc.NewMySQLDB(t)
+				dst = testsvc.OpenMySQL(t, e.dstURL)
+			}
+			if _, err := dst.ExecContext(t.Context(), `CREATE TABLE big (id bigint PRIMARY KEY, payload varchar(60), n integer)`); err != nil {
+				t.Fatal(err)
+			}
+			plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+			start := time.Now()
+			r := runMigrate(t, "run", "-p", plan, "--json")
+			wantCode(t, r, 5)
+			out := r.stdout + r.stderr
+			for _, want := range []string{"key [3217]", `column "payload"`} {
+				if !strings.Contains(out, want) {
+					t.Errorf("the error does not name %s:\n%s", want, out)
+				}
+			}
+			if strings.Contains(out, "retrying") {
+				t.Errorf("a value error was retried (%v):\n%s", time.Since(start), r.stderr)
+			}
+			var below, above int64
+			if err := dst.QueryRowContext(t.Context(), `SELECT count(*) FROM big WHERE id <= 3000`).Scan(&below); err != nil {
+				t.Fatal(err)
+			}
+			if err := dst.QueryRowContext(t.Context(), `SELECT count(*) FROM big WHERE id > 3000`).Scan(&above); err != nil {
+				t.Fatal(err)
+			}
+			if below != 3000 || above != 0 {
+				t.Errorf("target holds %d rows up to 3000 and %d above; want the batches before the bad one (3000) and nothing of its batch (3001-3500)", below, above)
+			}
+		})
+	}
+}
+
+// TestRun_TargetLostCommits: the target loses its last committed batches,
+// rows and cursor together, under a running holder — what a failover to a
+// lagging replica or a crash of a server that does not flush each commit
+// does. The holder's next cursor advance finds the cursor elsewhere; it
+// takes the shard again from the cursor the target has and copies the lost
+// rows again. Nothing is missing at the end.
+func TestRun_TargetLostCommits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n, lost = 200000, 2000
+	e.batchSize, e.leaseTTL = 500, "5s"
+	seedBig(t, e.src, "big", n)
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
+	waitProgress(t, p, e.dst, e.name, "big", 20000, n/2)
+	tx, err := e.dst.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done int64
+	if err := tx.QueryRowContext(t.Context(), `SELECT rows_done FROM _migrate_checkpoint WHERE plan = $1 FOR UPDATE`, e.name).Scan(&done); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`UPDATE _migrate_checkpoint SET rows_done = $2::bigint, last_key = '[' || $2::bigint || ']' WHERE plan = $1`,
+		`DELETE FROM big WHERE id > $2::bigint AND $1::text <> ''`,
+	} {
+		if _, err := tx.ExecContext(t.Context(), q, e.name, done-lost); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	r := p.wait(t)
+	wantCode(t, r, 0)
+	var rep runReport
+	decodeJSON(t, r, &rep)
+	if !strings.Contains(r.stderr, "resuming from its cursor") || rep.RowsWritten < n+lost {
+		t.Errorf("rows_written %d (want at least %d: the lost rows again), rewind logged: %v", rep.RowsWritten, n+lost, strings.Contains(r.stderr, "resuming from its cursor"))
+	}
+	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+}
