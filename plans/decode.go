@@ -16,7 +16,7 @@ import (
 
 // The keys a plan file may use.
 var (
-	planKeys  = []string{"name", "source", "target", "redis", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "tables"}
+	planKeys  = []string{"name", "source", "target", "redis", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "tables"}
 	tableKeys = []string{"name", "target", "key", "columns", "shards", "types"}
 )
 
@@ -67,6 +67,8 @@ func (d *decoder) decode(data []byte) (*Plan, *planPos) {
 			d.int(f, key, v, &p.MaxTakeovers)
 		case "takeover_window":
 			d.duration(f, key, v, &p.TakeoverWindow)
+		case "max_outage":
+			d.duration(f, key, v, &p.MaxOutage)
 		case "tables":
 			d.tables(p, pp, v)
 		}

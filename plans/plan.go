@@ -21,7 +21,9 @@ const (
 	// DefaultTakeoverWindow is halted: something kills every holder.
 	DefaultMaxTakeovers   = 3
 	DefaultTakeoverWindow = 10 * time.Minute
-	DefaultShards         = 1
+	// DefaultMaxOutage outlasts a database restart or failover.
+	DefaultMaxOutage = 5 * time.Minute
+	DefaultShards    = 1
 )
 
 // Limits checked by validation.
@@ -47,7 +49,11 @@ type Plan struct {
 	// is halted instead.
 	MaxTakeovers   int
 	TakeoverWindow time.Duration
-	Tables         []Table // at least one
+	// MaxOutage (yaml max_outage, default 5m) is how long a database may
+	// stay unreachable, restarting or failing over before a shard halts;
+	// such failures do not count against MaxRetries.
+	MaxOutage time.Duration
+	Tables    []Table // at least one
 }
 
 // withDefaults is a plan with every default set, before the file or the
@@ -60,6 +66,7 @@ func withDefaults() *Plan {
 		MaxRetries:     DefaultMaxRetries,
 		MaxTakeovers:   DefaultMaxTakeovers,
 		TakeoverWindow: DefaultTakeoverWindow,
+		MaxOutage:      DefaultMaxOutage,
 	}
 }
 

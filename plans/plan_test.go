@@ -60,6 +60,7 @@ fence_column: _token
 max_retries: 0
 max_takeovers: 5
 takeover_window: 1h
+max_outage: 30s
 tables:
   - name: public.orders
     target: orders
@@ -69,9 +70,9 @@ tables:
 `,
 			want: func(p *Plan) {
 				p.LeaseTTL, p.BatchSize, p.FenceColumn, p.MaxRetries = 90*time.Second, 500, "_token", 0
-				p.MaxTakeovers, p.TakeoverWindow = 5, time.Hour
+				p.MaxTakeovers, p.TakeoverWindow, p.MaxOutage = 5, time.Hour, 30*time.Second
 				p.Tables = []Table{{Name: "public.orders", Target: "orders", Key: []string{"id"},
-					Columns: []string{"id", "ext_id", "customer", "amount", "created_at"}, Shards: 4, Line: 12, Column: 5}}
+					Columns: []string{"id", "ext_id", "customer", "amount", "created_at"}, Shards: 4, Line: 13, Column: 5}}
 			},
 		},
 		{
@@ -157,7 +158,7 @@ tables: [{name: t, key: id}]
 				Name: "orders-move", File: "plan.yaml",
 				Source: got.Source, Target: got.Target, Redis: got.Redis,
 				LeaseTTL: 30 * time.Second, BatchSize: 1000, FenceColumn: "_fence", MaxRetries: 5,
-				MaxTakeovers: 3, TakeoverWindow: 10 * time.Minute,
+				MaxTakeovers: 3, TakeoverWindow: 10 * time.Minute, MaxOutage: 5 * time.Minute,
 			}
 			tt.want(want)
 			if !reflect.DeepEqual(got, want) {
@@ -240,10 +241,11 @@ func TestParse_invalid(t *testing.T) {
 		},
 		{
 			name: "bad takeover limit",
-			yaml: header + "max_takeovers: 0\ntakeover_window: -1m\ntables: [{name: t, key: [id]}]\n",
+			yaml: header + "max_takeovers: 0\ntakeover_window: -1m\nmax_outage: -1s\ntables: [{name: t, key: [id]}]\n",
 			want: []string{
 				"plan.yaml:5:16: max_takeovers 0 must be at least 1",
 				"plan.yaml:6:18: takeover_window -1m0s must be positive",
+				"plan.yaml:7:13: max_outage -1s must not be negative (0: an unreachable database counts against max_retries)",
 			},
 		},
 		{

@@ -70,6 +70,7 @@ func validate(p *Plan, pp *planPos) problems {
 	check("max_retries", p.MaxRetries < 0, "max_retries %d must not be negative", p.MaxRetries)
 	check("max_takeovers", p.MaxTakeovers < 1, "max_takeovers %d must be at least 1", p.MaxTakeovers)
 	check("takeover_window", p.TakeoverWindow <= 0, "takeover_window %v must be positive", p.TakeoverWindow)
+	check("max_outage", p.MaxOutage < 0, "max_outage %v must not be negative (0: an unreachable database counts against max_retries)", p.MaxOutage)
 	if f.where("tables").file == "" {
 		check("tables", len(p.Tables) == 0, "table is required")
 	} else {

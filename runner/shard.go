@@ -121,11 +121,8 @@ func (r *Runner) withSlot(ctx context.Context, fn func() error) error {
 }
 
 // maxOutage is how long a database may stay unreachable before a shard
-// gives up (batch.Spec.MaxOutage).
-func (r *Runner) maxOutage() time.Duration { return defaultMaxOutage }
-
-// defaultMaxOutage outlasts a database restart or failover.
-const defaultMaxOutage = 5 * time.Minute
+// gives up (the plan's max_outage; batch.Spec.MaxOutage).
+func (r *Runner) maxOutage() time.Duration { return r.plan.MaxOutage }
 
 // waitSlotFree returns once one of the instance's shard slots is free,
 // without taking it.
