@@ -5,12 +5,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/migrate-dev/migrate/plans"
@@ -25,6 +31,9 @@ const (
 	exitDiff   = 3
 	exitFenced = 4
 	exitHalted = 5
+	// exitInternal: migrate panicked (a bug). Not one of SPEC §4's codes:
+	// Go's own exit code for a panic, 2, would read as a usage error.
+	exitInternal = 70 // EX_SOFTWARE of sysexits.h
 )
 
 const usage = `migrate copies large tables between PostgreSQL and MySQL/MariaDB in
@@ -55,7 +64,7 @@ func (e usageError) Error() string { return e.msg }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := guard(os.Stderr, func() int { return run(ctx, os.Args[1:], os.Stdout, os.Stderr) })
 	stop()
 	os.Exit(code)
 }
@@ -84,6 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "migrate: unknown command %q\ntry: migrate run -p plan.yaml   (or migrate -h)\n", name)
 		return exitUsage
 	}
+	warnArgvPasswords(args[1:], stderr)
 	err := cmd(ctx, args[1:], stdout, stderr)
 	code := exitCode(err)
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
@@ -112,4 +122,47 @@ func exitCode(err error) int {
 	default:
 		return exitError
 	}
+}
+
+// guard runs fn and turns a panic into "internal error: VALUE" and the stack
+// on stderr, with every password of the DSNs loaded so far replaced by xxxxx,
+// and exitInternal. (A panic in another goroutine still ends the process
+// the runtime's way.)
+func guard(stderr io.Writer, fn func() int) (code int) {
+	defer func() {
+		if v := recover(); v != nil {
+			msg := fmt.Sprintf("internal error: %v\n\n%s", v, debug.Stack())
+			fmt.Fprint(stderr, redactPasswords(msg, passwordsKnown()))
+			code = exitInternal
+		}
+	}()
+	return fn()
+}
+
+// redactPasswords replaces every password in s, as given and in the
+// escaped forms printing may have put it in (percent-encoded for a URL's
+// query, path or userinfo, Go- or JSON-quoted), by xxxxx.
+func redactPasswords(s string, passwords []string) string {
+	var forms []string
+	for _, pw := range passwords {
+		if pw == "" {
+			continue
+		}
+		userinfo := strings.TrimPrefix(url.UserPassword("", pw).String(), ":")
+		for _, f := range []string{pw, url.QueryEscape(pw), url.PathEscape(pw), userinfo} {
+			goq, jsq := strconv.Quote(f), []byte(`""`)
+			if b, err := json.Marshal(f); err == nil {
+				jsq = b
+			}
+			forms = append(forms, f, goq[1:len(goq)-1], string(jsq[1:len(jsq)-1]))
+		}
+	}
+	// Longest first, so a form that contains another goes whole.
+	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
+	for _, f := range forms {
+		if f != "" {
+			s = strings.ReplaceAll(s, f, "xxxxx")
+		}
+	}
+	return s
 }

@@ -8,6 +8,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
+	"sync"
 
 	"github.com/migrate-dev/migrate/plans"
 )
@@ -40,6 +43,19 @@ func (pf *planFlags) register(fs *flag.FlagSet) {
 }
 
 func (pf *planFlags) load() (*plans.Plan, error) {
+	for _, s := range []string{pf.o.Source, pf.o.Target, pf.o.Redis} {
+		if d, err := plans.ParseDSN(s); err == nil {
+			rememberPasswords(d)
+		}
+	}
+	p, err := pf.loadPlan()
+	if p != nil {
+		rememberPasswords(p.Source, p.Target, p.Redis)
+	}
+	return p, err
+}
+
+func (pf *planFlags) loadPlan() (*plans.Plan, error) {
 	if pf.path != "" {
 		p, err := plans.LoadWith(pf.path, os.LookupEnv, pf.o)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -51,6 +67,100 @@ func (pf *planFlags) load() (*plans.Plan, error) {
 		return nil, usageError{"no plan: give -p PLAN, or --source, --target, --redis, --table and --key"}
 	}
 	return plans.FromFlags(pf.o)
+}
+
+// knownPasswords are the passwords of every DSN this process has loaded,
+// for scrubbing what cannot go through plans.DSN's redacted printing: the
+// report of a panic (see guard in main.go).
+var knownPasswords struct {
+	sync.Mutex
+	list []string
+}
+
+func rememberPasswords(ds ...plans.DSN) {
+	knownPasswords.Lock()
+	defer knownPasswords.Unlock()
+	for _, d := range ds {
+		if pw := d.Password(); pw != "" && !slices.Contains(knownPasswords.list, pw) {
+			knownPasswords.list = append(knownPasswords.list, pw)
+		}
+	}
+}
+
+func passwordsKnown() []string {
+	knownPasswords.Lock()
+	defer knownPasswords.Unlock()
+	return append([]string(nil), knownPasswords.list...)
+}
+
+// dsnFlags are the flags that take a DSN, with the environment variable
+// that can carry it instead.
+var dsnFlags = []struct{ name, env string }{
+	{"source", "MIGRATE_SOURCE"}, {"target", "MIGRATE_TARGET"}, {"redis", "MIGRATE_REDIS"},
+}
+
+// argvPasswords returns the DSN flags in args (the command line after the
+// command name, as the flag package reads it: -name VALUE, --name VALUE,
+// -name=VALUE, --name=VALUE; up to a "--") whose value holds a password.
+// Those are readable by any user of the machine (ps, /proc/PID/cmdline).
+func argvPasswords(args []string) []string {
+	var found []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if a == "--" {
+			break
+		}
+		if len(a) < 2 || a[0] != '-' {
+			continue
+		}
+		name := strings.TrimPrefix(a[1:], "-")
+		name, value, hasValue := strings.Cut(name, "=")
+		for _, f := range dsnFlags {
+			if name != f.name {
+				continue
+			}
+			if !hasValue {
+				if i+1 >= len(args) {
+					break
+				}
+				i++
+				value = args[i]
+			}
+			if hasPassword(value) && !slices.Contains(found, f.name) {
+				found = append(found, f.name)
+			}
+		}
+	}
+	return found
+}
+
+// hasPassword reports whether a DSN holds a password; a value that does not
+// parse counts when it could hold credentials (user:pass@...).
+func hasPassword(dsn string) bool {
+	if d, err := plans.ParseDSN(dsn); err == nil {
+		return d.Password() != ""
+	}
+	return strings.Contains(dsn, "@") || strings.Contains(strings.ToLower(dsn), "pass")
+}
+
+// warnArgvPasswords writes one warning to stderr when DSN flags on the
+// command line hold passwords, naming the flags, never their values.
+func warnArgvPasswords(args []string, stderr io.Writer) {
+	found := argvPasswords(args)
+	if len(found) == 0 {
+		return
+	}
+	var flags, envs []string
+	for _, name := range found {
+		for _, f := range dsnFlags {
+			if f.name == name {
+				flags, envs = append(flags, "--"+f.name), append(envs, f.env)
+			}
+		}
+	}
+	fmt.Fprintf(stderr, "migrate: warning: the password given with %s on the command line can be read by every user of this machine (ps, /proc/PID/cmdline); "+
+		"set %s in the environment instead, or use a plan file (-p PLAN, with ${VAR} for the DSNs)\n",
+		strings.Join(flags, ", "), strings.Join(envs, ", "))
 }
 
 func (pf *planFlags) logger(stderr io.Writer) *slog.Logger {

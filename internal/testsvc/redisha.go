@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,4 +173,23 @@ func (rs *RedisSentinel) Failover() {
 		rs.t.Fatalf("sentinel failover: %v", err)
 	}
 	waitFor(rs.t, "the replica promoted", func() bool { return rs.PrimaryAddr() == rs.Replica.Addr() })
+}
+
+// StartRedisWithPassword starts a private redis-server that requires
+// password (requirepass, in its config file: not on its command line) and
+// returns its redis://:password@127.0.0.1:port/0 URL, the password
+// percent-encoded. It is stopped when the test ends.
+func StartRedisWithPassword(t testing.TB, password string) string {
+	t.Helper()
+	var quoted strings.Builder
+	for _, b := range []byte(password) { // every byte as \xHH: any password fits
+		fmt.Fprintf(&quoted, `\x%02x`, b)
+	}
+	srv := startRedisNode(t, "requirepass \""+quoted.String()+"\"\n")
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), Password: password})
+	defer c.Close()
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		t.Fatalf("redis with a password on %s: %v", srv.Addr(), err)
+	}
+	return (&url.URL{Scheme: "redis", User: url.UserPassword("", password), Host: srv.Addr(), Path: "/0"}).String()
 }
