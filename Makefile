@@ -1,7 +1,7 @@
 # Entry points. Each target is a script under scripts/ that installs what it
 # needs (apt-get, as root) and starts the local services itself.
 
-.PHONY: build test demo bench
+.PHONY: build test demo bench soak
 
 build:
 	go build -o bin/migrate ./cmd/migrate
@@ -16,3 +16,13 @@ demo:
 # BENCH_FLEET_SHARDS, BENCH_FLEET_INSTANCES, BENCH_FLEET_TTL: see scripts/bench.sh.
 bench:
 	scripts/bench.sh
+
+# The random-fault soak (cmd/migrate/soak_test.go): SOAK (default 10m) of
+# kills, pauses, partitions and Redis restarts on SOAK_ROWS (2,000,000) rows;
+# the report goes to soak-report.md. CI runs a 45s version with the tests.
+SOAK ?= 10m
+SOAK_ROWS ?= 2000000
+soak:
+	scripts/services.sh start >/dev/null
+	MIGRATE_SOAK=$(SOAK) MIGRATE_SOAK_ROWS=$(SOAK_ROWS) MIGRATE_SOAK_REPORT=$(CURDIR)/soak-report.md \
+		go test -count=1 -run '^TestSoak$$' -timeout 60m -v ./cmd/migrate/

@@ -280,7 +280,19 @@ func isSecretParam(rawKey string) bool {
 	if err != nil {
 		k = rawKey
 	}
-	return secretParams[strings.ToLower(strings.TrimSpace(k))]
+	k = strings.ToLower(strings.TrimSpace(k))
+	if secretParams[k] {
+		return true
+	}
+	// Any other parameter that looks like it holds a credential
+	// (sentinel_password, auth, token, secret, …): better an odd parameter
+	// redacted than a secret printed.
+	for _, w := range []string{"pass", "secret", "token", "auth", "pwd", "key"} {
+		if strings.Contains(k, w) {
+			return true
+		}
+	}
+	return false
 }
 
 // redactQuery replaces the values of secret parameters, keeping everything

@@ -108,6 +108,11 @@ func TestParseDSN(t *testing.T) {
 			redacted: "redis+sentinel://:xxxxx@s1:26379/0?master_name=main&addr=s2:26379&password=xxxxx",
 		},
 		{
+			name: "credential-like parameters", in: "redis+sentinel://s1:26379/0?master_name=m&sentinel_password=sp&auth=a1&token=t1&SentinelPassword=sp2",
+			engine: Redis, pass: "sp", host: "s1", port: "26379", db: "0",
+			redacted: "redis+sentinel://s1:26379/0?master_name=m&sentinel_password=xxxxx&auth=xxxxx&token=xxxxx&SentinelPassword=xxxxx",
+		},
+		{
 			name: "redis cluster", in: "rediss+cluster://worker:rpw@n1:7000?addr=n2:7000&addr=n3:7000",
 			engine: Redis, user: "worker", pass: "rpw", host: "n1", port: "7000",
 			redacted: "rediss+cluster://worker:xxxxx@n1:7000?addr=n2:7000&addr=n3:7000",
