@@ -24,8 +24,9 @@ INSERT INTO orders SELECT g, 'customer-' || (g % 5000), (g % 100000) / 7.0, time
 FROM generate_series(1, $ROWS) g;
 SQL
 dir=$(mktemp -d)
-plan=(--name drill-orders --source "$base/drill_src?sslmode=disable" --target "$base/drill_dst?sslmode=disable"
-  --redis "$MIGRATE_TEST_REDIS" --table orders --key id --lease-ttl "$TTL")
+# DSNs through the environment, not argv (readable in ps; migrate warns about it).
+export MIGRATE_SOURCE="$base/drill_src?sslmode=disable" MIGRATE_TARGET="$base/drill_dst?sslmode=disable" MIGRATE_REDIS="$MIGRATE_TEST_REDIS"
+plan=(--name drill-orders --table orders --key id --lease-ttl "$TTL")
 failed=0
 for kind in kill pause short-pause partition late-write redis-restart; do
   bin/migrate drill "${plan[@]}" --reset --holder-latency 20ms "$kind" 2>/dev/null >"$dir/$kind.txt" || failed=1
