@@ -17,24 +17,7 @@ func TestRun_RedisCluster(t *testing.T) {
 	e.redisURL, e.batchSize, e.leaseTTL = rc.URL, 500, "3s"
 	seedBig(t, e.src, "big", n)
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 8})
-
-	a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a", "--parallel", "2")
-	waitProgress(t, a, e.dst, e.name, "big", 1000, n/2)
-	b := startMigrate(t, "run", "-p", plan, "--json", "--instance", "b", "--parallel", "2")
-	var total int64
-	for _, p := range []*proc{a, b} {
-		r := p.wait(t)
-		wantCode(t, r, 0)
-		var rep runReport
-		decodeJSON(t, r, &rep)
-		if rep.RowsWritten == 0 || len(rep.Shards) != 8 {
-			t.Errorf("%v: wrote %d rows, shards %+v; want some rows and 8 shards", p.cmd.Args[1:], rep.RowsWritten, rep.Shards)
-		}
-		total += rep.RowsWritten
-	}
-	if total != n {
-		t.Errorf("the instances wrote %d rows together, want %d", total, n)
-	}
+	twoShare(t, e, plan, n)
 	r := runMigrate(t, "status", "-p", plan, "--json")
 	wantCode(t, r, 0)
 	var st statusReport

@@ -157,9 +157,21 @@ func TestRun_ParallelShares(t *testing.T) {
 	e.batchSize, e.leaseTTL = 500, "2s"
 	seedBig(t, e.src, "big", n)
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 8})
+	twoShare(t, e, plan, n)
+	if writes := writesToTable(t, e.dst, "big", n); writes != n {
+		t.Errorf("the target saw %d row writes, want %d: no shard is written twice", writes, n)
+	}
+	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+	wantCode(t, runMigrate(t, "run", "-p", plan, "--parallel", "-1"), 2)
+}
 
+// twoShare runs two instances with --parallel 2 on plan's 8-shard table
+// "big" of n rows, the second started once the first is copying: both
+// write, every shard once, no takeover.
+func twoShare(t *testing.T, e *env, plan string, n int64) {
+	t.Helper()
 	a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a", "--parallel", "2")
-	waitProgress(t, a, e.dst, e.name, "big", 2000, n/2)
+	waitProgress(t, a, e.dst, e.name, "big", 1000, n/2)
 	b := startMigrate(t, "run", "-p", plan, "--json", "--instance", "b", "--parallel", "2")
 	var total int64
 	for _, p := range []*proc{a, b} {
@@ -175,11 +187,6 @@ func TestRun_ParallelShares(t *testing.T) {
 	if total != n {
 		t.Errorf("the instances wrote %d rows together, want %d", total, n)
 	}
-	if writes := writesToTable(t, e.dst, "big", n); writes != n {
-		t.Errorf("the target saw %d row writes, want %d: no shard is written twice", writes, n)
-	}
-	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
-	wantCode(t, runMigrate(t, "run", "-p", plan, "--parallel", "-1"), 2)
 }
 
 // TestRun_ParallelAbsorbsKilled: three instances share an 8-shard table
