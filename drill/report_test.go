@@ -75,6 +75,12 @@ func TestReport_evaluate(t *testing.T) {
 			r.Takeovers = nil
 			r.History = append(r.History, Event{Kind: "lease", Table: "big", Owner: "drill-b-2", Token: 1})
 		}, ""},
+		{"volatile redis, the holder took its shard again", func(r *Report) {
+			r.Kind, r.Persistence, r.Instances[0].Killed, r.Instances[0].Exit = RedisRestart, "off", false, 0
+		}, ""},
+		{"volatile redis, holder failed", func(r *Report) {
+			r.Kind, r.Persistence, r.Instances[0].Killed, r.Instances[0].Exit = RedisRestart, "off", false, 1
+		}, "holder exit"},
 		{"persistent redis, holder kept its lease", func(r *Report) {
 			r.Kind, r.Persistence, r.Instances[0].Killed, r.Instances[0].Exit = RedisRestart, "on", false, 0
 			r.Takeovers, r.Shards[0].FinalToken = nil, 1

@@ -128,7 +128,7 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 			spec.Shard = h.cp.Shard
 			ins, upd, err := c.WriteRows(ctx, spec, h.lease, h.token, h.lease.Owner(), group)
 			if err != nil {
-				return rt, r.fenced(ctx, h.lease.Context(), h.cp.Shard, err)
+				return rt, r.fenced(ctx, h.lease.Context(), h.cp.Shard, fence.Token(h.lease.Token()), err)
 			}
 			rt.Recopied += ins + upd
 		}
@@ -146,7 +146,7 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 			spec.Shard = h.cp.Shard
 			n, err := c.DeleteRows(spec, h.lease, h.token, h.lease.Owner(), group)
 			if err != nil {
-				return rt, r.fenced(ctx, h.lease.Context(), h.cp.Shard, err)
+				return rt, r.fenced(ctx, h.lease.Context(), h.cp.Shard, fence.Token(h.lease.Token()), err)
 			}
 			rt.Deleted += n
 		}

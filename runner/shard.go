@@ -42,6 +42,7 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 	log := r.log.With("shard", s.String())
 	failures, attempts := 0, 0
 	var outage time.Time // since when a database has been unavailable
+	var lost error       // the lease lost to Redis that this loop is taking again
 	electStart := time.Now()
 	for {
 		cp, err := r.cursor.Read(ctx, r.dst, s)
@@ -54,6 +55,16 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 		var held *lock.HeldError
 		var rc errReclaim
 		var retry errRetry
+		var ll errLeaseLost
+		if errors.As(err, &ll) {
+			// A lease lost to Redis, with no successor in the target, is
+			// taken again (with a token above the watermark); one lost to a
+			// successor ends here (exit 4).
+			if sup, werr := r.superseded(ctx, s, ll.token); werr == nil && !sup {
+				log.Warn("lease lost with no successor in the target (Redis restarted or unreachable); taking the shard again", "err", err)
+				lost, err = err, errRetry{err}
+			}
+		}
 		switch {
 		case err == nil:
 			return nil
@@ -84,14 +95,14 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 					outage = time.Now()
 				}
 				if d := time.Since(outage); d > r.maxOutage() {
-					return fmt.Errorf("%s: a database has been unavailable for %v (max %v): %w", s, d.Round(time.Second), r.maxOutage(), err)
+					return errors.Join(lost, fmt.Errorf("%s: unavailable for %v (max_outage %v): %w", s, d.Round(time.Second), r.maxOutage(), err))
 				}
 			} else {
 				outage = time.Time{}
 				failures++
 			}
 			if failures > r.plan.MaxRetries {
-				return fmt.Errorf("%s: gave up after %d attempts: %w", s, failures, err)
+				return errors.Join(lost, fmt.Errorf("%s: gave up after %d attempts: %w", s, failures, err))
 			}
 			attempts++
 			wait := backoff.Delay(min(attempts, 6))
@@ -188,7 +199,7 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 	if err != nil {
 		var rc errReclaim
 		if errors.As(err, &rc) || lctx.Err() != nil {
-			return r.fenced(ctx, lctx, s, err)
+			return r.fenced(ctx, lctx, s, t, err)
 		}
 		if p := lease.Previous(); p.Owner != "" && !p.Released {
 			r.opts.Metrics.RecoveryFailed(s.Table, s.Index) // the lease was reclaimed; the business recovery failed
@@ -285,7 +296,7 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 			return fmt.Errorf("%w: %w", ErrHalted, err)
 		}
 		r.addShard(result)
-		return r.fenced(ctx, lctx, s, err)
+		return r.fenced(ctx, lctx, s, t, err)
 	}
 	log.Info("shard done", "rows", res.Rows, "batches", res.Batches, "replayed", res.Updated)
 	m.SetState(s.Table, s.Index, string(cursor.Done))
@@ -476,7 +487,7 @@ func (r *Runner) leaseTx(lease *lock.Lease, fn func(context.Context, *sql.Tx) er
 // fenced classifies an error that stopped a holder: a refused token or a lost
 // lease becomes ErrFenced (counted as a stale rejection when the target
 // refused it); a cancelled run or anything else is returned as is.
-func (r *Runner) fenced(ctx, lctx context.Context, s fence.Shard, err error) error {
+func (r *Runner) fenced(ctx, lctx context.Context, s fence.Shard, token fence.Token, err error) error {
 	var rc errReclaim
 	switch {
 	case errors.As(err, &rc):
@@ -491,9 +502,29 @@ func (r *Runner) fenced(ctx, lctx context.Context, s fence.Shard, err error) err
 		return err
 	case errors.Is(err, batch.ErrLeaseLost) || errors.Is(context.Cause(lctx), lock.ErrLost):
 		r.opts.Metrics.SelfFenced(s.Table, s.Index)
-		return fmt.Errorf("%w: %w", ErrFenced, err)
+		return fmt.Errorf("%w: %w", ErrFenced, errLeaseLost{err, int64(token)})
 	}
 	return err
+}
+
+// errLeaseLost: the holder stopped writing because its lease ended (it
+// could not renew in time, or Redis no longer had it), not because a
+// successor's token was refused to it.
+type errLeaseLost struct {
+	err   error
+	token int64 // the lease's
+}
+
+func (e errLeaseLost) Error() string { return e.err.Error() }
+func (e errLeaseLost) Unwrap() error { return e.err }
+
+// superseded reports whether another holder has claimed the shard in the
+// target since token: the watermark is above it. When it is not, the lease
+// was lost to Redis (a restart, an outage) rather than to a successor, and
+// the shard may be taken again.
+func (r *Runner) superseded(ctx context.Context, s fence.Shard, token int64) (bool, error) {
+	w, _, err := r.fence.Watermark(ctx, r.dst, s)
+	return int64(w) > token, err
 }
 
 func (r *Runner) addShard(s ShardResult) {

@@ -701,40 +701,54 @@ func TestRun_SIGTERMReleasesLease(t *testing.T) {
 	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
 }
 
-// TestRun_RedisDownFencesHolder stops Redis under a holder: it cannot renew,
-// so it must stop writing by its local deadline (L2) and exit 4; once Redis
-// is back (empty), the next run finishes the copy.
+// TestRun_RedisDownFencesHolder: Redis stops (no persistence) under a
+// holder. The holder stops committing within the TTL (it cannot renew);
+// when Redis is back it takes the shard again — the target's watermark
+// shows no successor — with a token above its old one (L4), and finishes.
+// When Redis stays away longer than max_outage, it exits 4.
 func TestRun_RedisDownFencesHolder(t *testing.T) {
-	t.Parallel()
-	rs := testsvc.StartRedis(t, false)
-	e := newEnv(t)
-	const n, ttl = 500000, 2 * time.Second // enough rows to outlast the TTL after the stop
-	e.redisURL, e.leaseTTL = rs.URL, ttl.String()
-	seedBig(t, e.src, "big", n)
-	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+	for _, back := range []bool{true, false} {
+		t.Run(map[bool]string{true: "back", false: "gone"}[back], func(t *testing.T) {
+			t.Parallel()
+			rs := testsvc.StartRedis(t, false)
+			e := newEnv(t)
+			const n, ttl = 500000, 2 * time.Second // enough rows to outlast the TTL after the stop
+			e.redisURL, e.leaseTTL, e.extra = rs.URL, ttl.String(), "max_outage: 4s\n"
+			seedBig(t, e.src, "big", n)
+			plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 
-	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "cut")
-	waitProgress(t, p, e.dst, e.name, "big", n/10, n*6/10)
-	stopped := time.Now()
-	rs.Stop()
-	r := p.wait(t)
-	wantCode(t, r, 4)
-	var last time.Time
-	if err := e.dst.QueryRowContext(t.Context(), `SELECT updated_at FROM _migrate_checkpoint WHERE plan = $1`, e.name).Scan(&last); err != nil {
-		t.Fatal(err)
+			p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "cut")
+			waitProgress(t, p, e.dst, e.name, "big", n/10, n*6/10)
+			before, _ := readFence(t, e.dst, e.name, "big", 0)
+			stopped := time.Now()
+			rs.Stop()
+			time.Sleep(ttl + time.Second)
+			var last time.Time
+			if err := e.dst.QueryRowContext(t.Context(), `SELECT updated_at FROM _migrate_checkpoint WHERE plan = $1`, e.name).Scan(&last); err != nil {
+				t.Fatal(err)
+			}
+			if last.After(stopped.Add(ttl)) {
+				t.Errorf("a batch committed %v after Redis stopped, past the lease TTL %v", last.Sub(stopped), ttl)
+			}
+			if cp := readCheckpoint(t, e.dst, e.name, "big", 0); cp.state == "done" || cp.rowsDone >= n {
+				t.Fatalf("checkpoint %+v: the copy finished without Redis", cp)
+			}
+			if !back {
+				r := p.wait(t)
+				wantCode(t, r, 4)
+				t.Logf("Redis gone: exit 4 after %v", time.Since(stopped).Round(100*time.Millisecond))
+				return
+			}
+			rs.Start()
+			r := p.wait(t)
+			wantCode(t, r, 0)
+			after, owner := readFence(t, e.dst, e.name, "big", 0)
+			t.Logf("Redis back after %v; the holder went on with token %d (was %d), done %v after the stop",
+				ttl+time.Second, after, before, time.Since(stopped).Round(100*time.Millisecond))
+			if after <= before || !strings.HasPrefix(owner, "cut-") || !strings.Contains(r.stderr, "taking the shard again") {
+				t.Errorf("token %d of %s after, %d before: want the same holder with a higher token", after, owner, before)
+			}
+			assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+		})
 	}
-	cp := readCheckpoint(t, e.dst, e.name, "big", 0)
-	t.Logf("Redis stopped; the holder exited 4 after %v, its last commit %v after the stop, %d rows done",
-		time.Since(stopped).Round(time.Millisecond), last.Sub(stopped).Round(time.Millisecond), cp.rowsDone)
-	if last.After(stopped.Add(ttl)) {
-		t.Errorf("a batch committed %v after Redis stopped, past the lease TTL %v", last.Sub(stopped), ttl)
-	}
-	if cp.state == "done" || cp.rowsDone >= n {
-		t.Fatalf("checkpoint %+v: the copy finished anyway", cp)
-	}
-
-	rs.Start()
-	r = runMigrate(t, "run", "-p", plan, "--json")
-	wantCode(t, r, 0)
-	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
 }
