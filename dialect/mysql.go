@@ -2,9 +2,12 @@ package dialect
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"database/sql"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -67,27 +70,87 @@ func (MySQL) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
 }
 
 // mysqlConfig turns a mysql:// URL or a native DSN into a driver config.
+// Besides the driver's parameters (tls=true verifies the server against the
+// system's roots) it takes tls-ca=/path/ca.pem: TLS verified against that
+// CA file (see useTLSCA).
 func mysqlConfig(dsn plans.DSN) (*mysql.Config, error) {
+	var cfg *mysql.Config
 	if dsn.Native() {
-		cfg, err := mysql.ParseDSN(dsn.Secret())
+		c, err := mysql.ParseDSN(dsn.Secret())
 		if err != nil {
 			return nil, fmt.Errorf("mysql DSN %s: invalid", dsn) // the driver's text may quote the input
 		}
-		return cfg, nil
+		cfg = c
+	} else {
+		// The URL's query holds driver parameters (tls=…, timeout=…): let
+		// the driver parse them, then set who and where from the URL.
+		c, err := mysql.ParseDSN("/?" + dsn.Query().Encode())
+		if err != nil {
+			return nil, fmt.Errorf("mysql DSN %s: invalid parameters", dsn)
+		}
+		cfg = c
+		cfg.User, cfg.Passwd, cfg.DBName = dsn.User(), dsn.Password(), dsn.Database()
+		port := dsn.Port()
+		if port == "" {
+			port = "3306"
+		}
+		cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(dsn.Host(), port)
+		// ParseDSN named the TLS server after its default address
+		// (127.0.0.1): the certificate must be checked against the URL's host.
+		if cfg.TLS != nil && !cfg.TLS.InsecureSkipVerify {
+			cfg.TLS.ServerName = dsn.Host()
+		}
 	}
-	// The URL's query holds driver parameters (tls=…, timeout=…): let the
-	// driver parse them, then set who and where from the URL.
-	cfg, err := mysql.ParseDSN("/?" + dsn.Query().Encode())
-	if err != nil {
-		return nil, fmt.Errorf("mysql DSN %s: invalid parameters", dsn)
+	if err := useTLSCA(cfg, dsn); err != nil {
+		return nil, err
 	}
-	cfg.User, cfg.Passwd, cfg.DBName = dsn.User(), dsn.Password(), dsn.Database()
-	port := dsn.Port()
-	if port == "" {
-		port = "3306"
-	}
-	cfg.Net, cfg.Addr = "tcp", net.JoinHostPort(dsn.Host(), port)
 	return cfg, nil
+}
+
+// tlsCAParam names the DSN parameter of a CA file; it is ours, never sent
+// to the server as a session variable.
+const tlsCAParam = "tls-ca"
+
+// useTLSCA takes tls-ca=FILE out of cfg's parameters, if there, and makes
+// the connection TLS (1.2 or later) with the server's certificate verified
+// against the PEM certificates in FILE for the DSN's host name. It goes
+// with no tls parameter or tls=true; any other tls value is an error.
+func useTLSCA(cfg *mysql.Config, dsn plans.DSN) error {
+	path, ok := cfg.Params[tlsCAParam]
+	if !ok {
+		return nil
+	}
+	delete(cfg.Params, tlsCAParam)
+	if path == "" {
+		return fmt.Errorf("mysql DSN %s: %s is empty; give the path of a PEM CA file", dsn, tlsCAParam)
+	}
+	switch cfg.TLSConfig {
+	case "", "true":
+	default:
+		return fmt.Errorf("mysql DSN %s: %s goes with tls=true or no tls parameter", dsn, tlsCAParam)
+	}
+	var host string
+	switch cfg.Net {
+	case "tcp", "tcp4", "tcp6":
+		h, _, err := net.SplitHostPort(cfg.Addr)
+		if err != nil {
+			h = cfg.Addr
+		}
+		host = h
+	default:
+		return fmt.Errorf("mysql DSN %s: %s needs a TCP address (the certificate is checked against the host name)", dsn, tlsCAParam)
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("mysql DSN %s: %s: %w", dsn, tlsCAParam, err) // the path and why: no secret
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("mysql DSN %s: %s %s holds no PEM certificate", dsn, tlsCAParam, path)
+	}
+	cfg.TLSConfig = ""
+	cfg.TLS = &tls.Config{RootCAs: roots, ServerName: host, MinVersion: tls.VersionTLS12}
+	return nil
 }
 
 // Detect implements Detector from VERSION().

@@ -1,7 +1,12 @@
 package lock
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
+	"fmt"
+	"net/url"
+	"os"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -19,13 +24,30 @@ import (
 //	redis+cluster://[user:pass@]host:port[?addr=host2:port…]
 //	                                                    a Redis Cluster, from any of its nodes
 //
-// rediss… is the same over TLS. Every key of one lease shares a hash tag, so
-// its scripts run on one cluster node. The client has ContextTimeoutEnabled
-// and one retry. Errors never contain the password.
+// rediss… is the same over TLS: go-redis verifies every server's
+// certificate (sentinels', nodes' and primaries' too) for the host name of
+// the URL, against the system's roots or, given tls_ca_file=/path/ca.pem (a
+// parameter of ours, taken out before go-redis reads the URL), against the
+// PEM certificates in that file. Every key of one lease shares a hash tag,
+// so its scripts run on one cluster node. The client has
+// ContextTimeoutEnabled and one retry. Errors never contain the password.
 func Dial(url string) (redis.UniversalClient, error) {
 	scheme, rest, _ := strings.Cut(url, "://")
 	base, kind, _ := strings.Cut(strings.ToLower(scheme), "+")
+	rest, caFile, hasCA, err := cutParam(rest, tlsCAParam)
+	if err != nil {
+		return nil, err
+	}
 	url = base + "://" + rest
+	var roots *x509.CertPool
+	if hasCA {
+		if base != "rediss" {
+			return nil, fmt.Errorf("%s needs TLS: a rediss://, rediss+sentinel:// or rediss+cluster:// URL", tlsCAParam)
+		}
+		if roots, err = loadRoots(caFile); err != nil {
+			return nil, err
+		}
+	}
 	var c redis.UniversalClient
 	switch kind {
 	case "":
@@ -33,6 +55,7 @@ func Dial(url string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, dialError(err, url)
 		}
+		o.TLSConfig = withRoots(o.TLSConfig, roots)
 		o.ContextTimeoutEnabled, o.MaxRetries = true, 1
 		c = redis.NewClient(o)
 	case "sentinel":
@@ -46,6 +69,7 @@ func Dial(url string) (redis.UniversalClient, error) {
 		if o.Username == "" && o.Password == "" {
 			o.Username, o.Password = o.SentinelUsername, o.SentinelPassword
 		}
+		o.TLSConfig = withRoots(o.TLSConfig, roots)
 		o.ContextTimeoutEnabled, o.MaxRetries = true, 1
 		c = redis.NewFailoverClient(o)
 	case "cluster":
@@ -53,12 +77,73 @@ func Dial(url string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, dialError(err, url)
 		}
+		o.TLSConfig = withRoots(o.TLSConfig, roots)
 		o.ContextTimeoutEnabled, o.MaxRetries = true, 1
 		c = redis.NewClusterClient(o)
 	default:
 		return nil, errors.New("redis URL scheme must be redis, redis+sentinel or redis+cluster (rediss… for TLS)")
 	}
 	return c, nil
+}
+
+// tlsCAParam names the URL parameter of a CA file for rediss… URLs.
+const tlsCAParam = "tls_ca_file"
+
+// cutParam takes every key=value of name out of the query of rest (a URL
+// after "://"), leaving the other parameters as written, and returns the
+// value, unescaped. Twice the same parameter is an error.
+func cutParam(rest, name string) (out, value string, found bool, err error) {
+	base, query, ok := strings.Cut(rest, "?")
+	if !ok {
+		return rest, "", false, nil
+	}
+	var kept []string
+	for _, kv := range strings.Split(query, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if uk, uerr := url.QueryUnescape(k); uerr != nil || uk != name {
+			kept = append(kept, kv)
+			continue
+		}
+		if found {
+			return "", "", false, fmt.Errorf("%s is given twice", name)
+		}
+		if value, err = url.QueryUnescape(v); err != nil {
+			return "", "", false, fmt.Errorf("%s has an invalid %%-escape", name)
+		}
+		found = true
+	}
+	if len(kept) > 0 {
+		base += "?" + strings.Join(kept, "&")
+	}
+	return base, value, found, nil
+}
+
+// loadRoots reads a PEM file of CA certificates.
+func loadRoots(path string) (*x509.CertPool, error) {
+	if path == "" {
+		return nil, fmt.Errorf("%s is empty; give the path of a PEM CA file", tlsCAParam)
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tlsCAParam, err) // the path and why: no secret
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s %s holds no PEM certificate", tlsCAParam, path)
+	}
+	return roots, nil
+}
+
+// withRoots is go-redis's TLS config (nil without TLS) verifying against
+// roots when they are given, at TLS 1.2 or later.
+func withRoots(c *tls.Config, roots *x509.CertPool) *tls.Config {
+	if c == nil || roots == nil {
+		return c
+	}
+	c = c.Clone()
+	c.RootCAs = roots
+	c.MinVersion = max(c.MinVersion, tls.VersionTLS12)
+	return c
 }
 
 // dialError is go-redis's parse error with any password in the URL taken
