@@ -71,6 +71,7 @@ const (
 	soakBatch     = 1000
 	soakShards    = 8
 	soakInstances = 3
+	soakParallel  = 4
 )
 
 type soak struct {
@@ -183,7 +184,9 @@ func (s *soak) start(t *testing.T, name, table string) *soakProc {
 	t.Cleanup(sp.target.Close)
 	t.Cleanup(sp.redis.Close)
 	plan := s.planFor(t, name, table, sp.target, sp.redis)
-	sp.p = startMigrate(t, "run", "-p", plan, "--json", "--no-verify", "--instance", sp.name)
+	// Room for every shard on any two instances: a takeover waits for the
+	// lease to expire, not for a free slot.
+	sp.p = startMigrate(t, "run", "-p", plan, "--json", "--no-verify", "--instance", sp.name, "--parallel", strconv.Itoa(soakParallel))
 	return sp
 }
 
@@ -352,8 +355,8 @@ func (s *soak) fault(t *testing.T, live []*soakProc) (func(), time.Time) {
 
 func (s *soak) report(elapsed time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "## soak: %v, %d rows in %d shards, lease TTL %v, batch %d, %d instances kept alive\n\n",
-		elapsed.Round(time.Second), s.rows, soakShards, soakTTL, soakBatch, soakInstances)
+	fmt.Fprintf(&b, "## soak: %v, %d rows in %d shards, lease TTL %v, batch %d, %d instances kept alive, --parallel %d\n\n",
+		elapsed.Round(time.Second), s.rows, soakShards, soakTTL, soakBatch, soakInstances, soakParallel)
 	fmt.Fprintf(&b, "| round | time | instances started | takeovers | verify | stale writes accepted |\n|---:|---:|---:|---:|---|---:|\n")
 	for _, r := range s.rounds {
 		v := "clean"
