@@ -61,9 +61,51 @@ func (p *Proxy) remove(name string) error {
 }
 
 // Slow delays every response from the upstream by d: each round trip of a
-// client through the proxy takes d longer.
+// client through the proxy takes d longer. It replaces the delay of an
+// earlier Slow; Slow(0) ends it (responses held back meanwhile go on at
+// once).
 func (p *Proxy) Slow(d time.Duration) error {
+	if p.p.Toxics.GetToxic("slow") != nil {
+		if err := p.remove("slow"); err != nil {
+			return err
+		}
+	}
+	if d <= 0 {
+		return nil
+	}
 	_, err := p.add("slow", "latency", "downstream", fmt.Sprintf(`{"latency": %d}`, d.Milliseconds()))
+	return err
+}
+
+// Reset resets, for d, every connection through the proxy that carries a
+// byte in either direction, and every connection opened meanwhile, as a
+// crashing middlebox or a peer that restarted does (toxiproxy's
+// reset_peer); then it ends, and connections opened afterwards work. It
+// returns after d. Connections opened during d are reset with a TCP RST;
+// those open before it are closed at once, mid-exchange, as toxiproxy
+// cannot set their linger option any more. A connection idle for all of d
+// is left alone.
+func (p *Proxy) Reset(d time.Duration) error {
+	var added []string
+	defer func() {
+		for _, name := range added {
+			_ = p.remove(name)
+		}
+	}()
+	for _, dir := range []string{"upstream", "downstream"} {
+		if _, err := p.add("reset_"+dir, "reset_peer", dir, `{"timeout": 0}`); err != nil {
+			return err
+		}
+		added = append(added, "reset_"+dir)
+	}
+	time.Sleep(d)
+	var err error
+	for _, name := range added {
+		if e := p.remove(name); e != nil && err == nil {
+			err = e
+		}
+	}
+	added = nil
 	return err
 }
 

@@ -2,8 +2,10 @@ package drill
 
 import (
 	"bufio"
+	"errors"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -127,4 +129,91 @@ func TestProxy_Faults(t *testing.T) {
 			t.Fatalf("after Heal: %v", err)
 		}
 	})
+}
+
+func TestProxy_Reset(t *testing.T) {
+	p, err := NewProxy("echo", echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	busy, br := dial(t, p)
+	idle, ir := dial(t, p)
+	for _, c := range []struct {
+		c net.Conn
+		r *bufio.Reader
+	}{{busy, br}, {idle, ir}} {
+		if _, err := roundTrip(t, c.c, c.r, time.Second); err != nil {
+			t.Fatalf("through the proxy: %v", err)
+		}
+	}
+
+	const d = time.Second
+	start := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- p.Reset(d) }()
+	for p.p.Toxics.GetToxic("reset_downstream") == nil {
+		select {
+		case err := <-done:
+			t.Fatalf("Reset returned %v before its toxics were seen", err)
+		case <-time.After(time.Millisecond):
+		}
+	}
+
+	// A connection open before the reset breaks on its next exchange.
+	if _, err := roundTrip(t, busy, br, 500*time.Millisecond); err == nil {
+		t.Error("a line crossed a reset on a connection opened before it")
+	}
+	// One opened during the reset is reset by a TCP RST.
+	nc, nr := dial(t, p)
+	if _, err := roundTrip(t, nc, nr, 500*time.Millisecond); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("a connection opened during the reset got %v, want ECONNRESET", err)
+	}
+	if time.Since(start) >= d {
+		t.Fatalf("the checks took %v, longer than the reset: too slow to tell", time.Since(start))
+	}
+
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if el := time.Since(start); el < d {
+		t.Errorf("Reset returned after %v, want at least %v", el, d)
+	}
+	if n := len(p.p.Toxics.GetToxicArray()); n != 0 {
+		t.Errorf("%d toxics left after Reset", n)
+	}
+	// New connections work again, and so does one left idle all along.
+	hc, hr := dial(t, p)
+	if _, err := roundTrip(t, hc, hr, time.Second); err != nil {
+		t.Errorf("after Reset: %v", err)
+	}
+	if _, err := roundTrip(t, idle, ir, time.Second); err != nil {
+		t.Errorf("a connection idle during the reset: %v", err)
+	}
+}
+
+func TestProxy_SlowZeroEnds(t *testing.T) {
+	p, err := NewProxy("echo", echoServer(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c, r := dial(t, p)
+	for _, d := range []time.Duration{300 * time.Millisecond, 100 * time.Millisecond} {
+		if err := p.Slow(d); err != nil {
+			t.Fatalf("Slow(%v): %v", d, err)
+		}
+		if el, err := roundTrip(t, c, r, 2*time.Second); err != nil || el < d || (d < 300*time.Millisecond && el >= 300*time.Millisecond) {
+			t.Errorf("after Slow(%v) a round trip took %v (%v)", d, el, err)
+		}
+	}
+	if err := p.Slow(0); err != nil {
+		t.Fatal(err)
+	}
+	if el, err := roundTrip(t, c, r, time.Second); err != nil || el >= 100*time.Millisecond {
+		t.Errorf("after Slow(0) a round trip took %v (%v), want no delay", el, err)
+	}
+	if err := p.Slow(0); err != nil {
+		t.Errorf("Slow(0) without a delay: %v", err)
+	}
 }
