@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -34,6 +35,8 @@ var (
 	ErrHalted = errors.New("halted: a shard needs an operator")
 	// ErrDiff: verification found differences (exit 3).
 	ErrDiff = errors.New("verification found differences")
+	// ErrInternal: a bug (a panic) stopped a shard (exit 70).
+	ErrInternal = errors.New("internal error")
 )
 
 // Progress receives row counts as batches commit or rows are verified (a
@@ -256,6 +259,14 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() {
+				// A bug in one shard's goroutine: end the run with its
+				// stack (no DSN is ever in a panic value or a stack)
+				// rather than crash every shard's rollback with it.
+				if v := recover(); v != nil {
+					errs[i] = fmt.Errorf("%w: shard %s: %v\n%s", ErrInternal, j.spec.Shard, v, debug.Stack())
+				}
+			}()
 			errs[i] = r.runShard(ctx, j)
 		}()
 	}

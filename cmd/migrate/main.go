@@ -113,6 +113,8 @@ func exitCode(err error) int {
 		return exitOK
 	case errors.As(err, &ue), errors.Is(err, plans.ErrInvalid):
 		return exitUsage
+	case errors.Is(err, runner.ErrInternal):
+		return exitInternal
 	case errors.Is(err, runner.ErrFenced):
 		return exitFenced
 	case errors.Is(err, runner.ErrHalted):
