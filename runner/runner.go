@@ -13,6 +13,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,6 +22,7 @@ import (
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/internal/backoff"
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/metrics"
 	"github.com/migrate-dev/migrate/plans"
@@ -194,7 +196,30 @@ func (r *Runner) renewFailed(key string, _ error) {
 	}
 }
 
+// ping checks every connection once it can. A database or Redis that
+// drops or resets the connection (restarting, failing over, a network
+// blip) is tried again with backoff for up to max_outage; one that refuses
+// it, or answers with an error, fails at once (a wrong address or
+// password is not worth waiting for).
 func (r *Runner) ping(ctx context.Context, statusOnly bool) error {
+	start := time.Now()
+	for attempt := 1; ; attempt++ {
+		err := r.pingOnce(ctx, statusOnly)
+		if err == nil || ctx.Err() != nil || dialect.Classify(err) != dialect.Unavailable ||
+			errors.Is(err, syscall.ECONNREFUSED) || time.Since(start) > r.plan.MaxOutage {
+			return err
+		}
+		wait := backoff.Delay(min(attempt, 6))
+		r.log.Warn("unavailable at start, retrying", "err", err, "attempt", attempt, "backoff", wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}
+
+func (r *Runner) pingOnce(ctx context.Context, statusOnly bool) error {
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := r.dst.PingContext(pctx); err != nil {

@@ -10,6 +10,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/migrate-dev/migrate/drill"
 	"github.com/migrate-dev/migrate/internal/testsvc"
 )
 
@@ -397,4 +399,22 @@ func writesToTable(t *testing.T, db *sql.DB, table string, atLeast int64) int64 
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// proxied starts a drill.Proxy in front of the host:port of rawURL and
+// returns it with rawURL rewritten to go through it; the proxy is closed
+// when the test ends.
+func proxied(t *testing.T, name, rawURL string) (*drill.Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := drill.NewProxy(name, u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(px.Close)
+	u.Host = px.Addr()
+	return px, u.String()
 }

@@ -6,7 +6,6 @@ package main_test
 
 import (
 	"database/sql"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -17,27 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/migrate-dev/migrate/drill"
 	"github.com/migrate-dev/migrate/internal/testsvc"
 )
-
-// netfaultProxy starts a drill.Proxy in front of the host:port of rawURL and
-// returns it with rawURL rewritten to go through it; the proxy is closed
-// when the test ends.
-func netfaultProxy(t *testing.T, name, rawURL string) (*drill.Proxy, string) {
-	t.Helper()
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	px, err := drill.NewProxy(name, u.Host)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(px.Close)
-	u.Host = px.Addr()
-	return px, u.String()
-}
 
 // netfaultRowsDone is the rows done of every shard of table, 0 before the
 // first checkpoint.
@@ -59,7 +39,7 @@ func TestRun_ConnectionResets(t *testing.T) {
 	const outage = time.Second
 	e.batchSize, e.leaseTTL = batch, "5s"
 	seedBig(t, e.src, "big", n)
-	px, via := netfaultProxy(t, "target", e.dstURL)
+	px, via := proxied(t, "target", e.dstURL)
 	e.dstURL = via // the holder's only; e.dst checks the target directly
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 
@@ -145,7 +125,7 @@ func TestRun_RedisLatencySpike(t *testing.T) {
 	e.batchSize, e.leaseTTL = 500, "3s"
 	seedBig(t, e.src, "big", n)
 	direct := e.redisURL
-	px, via := netfaultProxy(t, "redis", direct)
+	px, via := proxied(t, "redis", direct)
 	e.redisURL = via
 	holderPlan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 	e.redisURL = direct

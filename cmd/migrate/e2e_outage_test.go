@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/migrate-dev/migrate/drill"
 	"github.com/migrate-dev/migrate/internal/testsvc"
 )
 
@@ -180,6 +181,33 @@ func TestRun_TargetLostCommits(t *testing.T) {
 	decodeJSON(t, r, &rep)
 	if !strings.Contains(r.stderr, "resuming from its cursor") || rep.RowsWritten < n+lost {
 		t.Errorf("rows_written %d (want at least %d: the lost rows again), rewind logged: %v", rep.RowsWritten, n+lost, strings.Contains(r.stderr, "resuming from its cursor"))
+	}
+	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+}
+
+// TestRun_UnavailableAtStart: an instance started while its target is cut
+// off (connections accepted, nothing answered, then broken) waits for it
+// instead of failing, and copies once it is back.
+func TestRun_UnavailableAtStart(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	const n = 20000
+	seedBig(t, e.src, "big", n)
+	var p *drill.Proxy
+	p, e.dstURL = proxied(t, "start-pg", e.dstURL)
+	if err := p.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+	m := startMigrate(t, "run", "-p", plan, "--json")
+	time.Sleep(3 * time.Second)
+	if err := p.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	r := m.wait(t)
+	wantCode(t, r, 0)
+	if !strings.Contains(r.stderr, "unavailable at start, retrying") {
+		t.Errorf("no retry at start logged:\n%s", r.stderr)
 	}
 	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
 }

@@ -133,40 +133,17 @@ END $$`)
 	return s
 }
 
-// planFor writes a plan whose target and Redis go through the proxies
-// (nil: direct).
-func (s *soak) planFor(t *testing.T, name, table string, target, redis *drill.Proxy) string {
+// planFor writes a plan with the given target and Redis URLs ("": the
+// soak's own, direct).
+func (s *soak) planFor(t *testing.T, name, table, target, redis string) string {
 	e := *s.e
 	e.name = name
-	if target != nil {
-		e.dstURL = viaProxy(t, s.e.dstURL, target)
-		e.redisURL = viaProxy(t, s.e.redisURL, redis)
+	if target != "" {
+		e.dstURL, e.redisURL = target, redis
 	}
 	plan := e.writePlan(t, tableSpec{name: "big", target: table, key: []string{"id"}, shards: soakShards})
 	s.e.plans = e.plans // the next plan gets a file of its own
 	return plan
-}
-
-// viaProxy rewrites url's host:port to the proxy's.
-func viaProxy(t *testing.T, url string, p *drill.Proxy) string {
-	t.Helper()
-	scheme, rest, _ := strings.Cut(url, "://")
-	at := strings.LastIndex(strings.SplitN(rest, "/", 2)[0], "@")
-	hostEnd := strings.IndexAny(rest[at+1:], "/?")
-	if hostEnd < 0 {
-		hostEnd = len(rest) - at - 1
-	}
-	return scheme + "://" + rest[:at+1] + p.Addr() + rest[at+1+hostEnd:]
-}
-
-func soakHostPort(t *testing.T, url string) string {
-	t.Helper()
-	_, rest, _ := strings.Cut(url, "://")
-	rest = rest[strings.LastIndex(strings.SplitN(rest, "/", 2)[0], "@")+1:]
-	if i := strings.IndexAny(rest, "/?"); i >= 0 {
-		rest = rest[:i]
-	}
-	return rest
 }
 
 // start starts one more instance of the round's plan, with fresh proxies.
@@ -174,16 +151,10 @@ func (s *soak) start(t *testing.T, name, table string) *soakProc {
 	t.Helper()
 	s.seq++
 	sp := &soakProc{name: fmt.Sprintf("i%d", s.seq)}
-	var err error
-	if sp.target, err = drill.NewProxy(sp.name+"-pg", soakHostPort(t, s.e.dstURL)); err != nil {
-		t.Fatal(err)
-	}
-	if sp.redis, err = drill.NewProxy(sp.name+"-redis", soakHostPort(t, s.redis.URL)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sp.target.Close)
-	t.Cleanup(sp.redis.Close)
-	plan := s.planFor(t, name, table, sp.target, sp.redis)
+	var target, redis string
+	sp.target, target = proxied(t, sp.name+"-pg", s.e.dstURL)
+	sp.redis, redis = proxied(t, sp.name+"-redis", s.redis.URL)
+	plan := s.planFor(t, name, table, target, redis)
 	// Room for every shard on any two instances: a takeover waits for the
 	// lease to expire, not for a free slot.
 	sp.p = startMigrate(t, "run", "-p", plan, "--json", "--no-verify", "--instance", sp.name, "--parallel", strconv.Itoa(soakParallel))
@@ -297,7 +268,7 @@ func (s *soak) round(t *testing.T, n int, deadline time.Time) {
 		}
 	}
 	rd.elapsed = time.Since(begin)
-	direct := s.planFor(t, name, table, nil, nil)
+	direct := s.planFor(t, name, table, "", "")
 	v := runMigrate(t, "verify", "-p", direct)
 	rd.verifyEqual = v.code == 0
 	if v.code != 0 {
