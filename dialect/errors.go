@@ -76,14 +76,14 @@ func Classify(err error) Class {
 		}
 		return Other
 	}
+	// A failed connect (pgconn.ConnectError) is classified by its cause:
+	// the network's errors below; TLS and certificate errors are Other.
 	var ne net.Error
-	var ce *pgconn.ConnectError
 	switch {
-	case errors.As(err, &ce), errors.As(err, &ne),
+	case errors.As(err, &ne),
 		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
 		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		pgconn.SafeToRetry(err):
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return Unavailable
 	}
 	msg := err.Error()

@@ -127,3 +127,22 @@ func TestClassify(t *testing.T) {
 		}
 	}
 }
+
+// TestClassify_TLS: a certificate the client rejects is not an outage (it
+// would be waited for max_outage at every start).
+func TestClassify_TLS(t *testing.T) {
+	pgURL := testsvc.PostgresURL(t)
+	dsn, err := plans.ParseDSN(strings.Replace(pgURL, "sslmode=disable", "sslmode=require", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := dialect.Postgres{}.Open(dsn, dialect.Session{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.PingContext(t.Context()) // the shared server has no TLS
+	if err == nil || dialect.Classify(err) != dialect.Other {
+		t.Errorf("TLS refused: %v is %v, want other", err, dialect.Classify(err))
+	}
+}
