@@ -58,6 +58,7 @@ func Classify(err error) Class {
 		switch {
 		case strings.HasPrefix(pe.Code, "08"), // connection exception
 			pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", // admin/crash shutdown, cannot connect now
+			pe.Code == "25P03", pe.Code == "57P05", // session ended by idle(-in-transaction) timeout: a new one works
 			pe.Code == "53300": // too many connections
 			return Unavailable
 		case strings.HasPrefix(pe.Code, "22"), // data exception

@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -69,6 +70,23 @@ func TestClassify(t *testing.T) {
 		_, err = conn.ExecContext(ctx, "SELECT 1")
 		return err
 	}
+	// A session the server ended for idling in a transaction (a frozen
+	// client): the next statement fails; a new connection works.
+	idleKilled := func() error {
+		conn, err := pg.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		for _, q := range []string{`SET idle_in_transaction_session_timeout = '100ms'`, `BEGIN`} {
+			if _, err := conn.ExecContext(ctx, q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(400 * time.Millisecond)
+		_, err = conn.ExecContext(ctx, "SELECT 1")
+		return err
+	}
 	refused := func(engine plans.Engine, url string) error {
 		dsn, err := plans.ParseDSN(url)
 		if err != nil {
@@ -100,6 +118,7 @@ func TestClassify(t *testing.T) {
 		}(), dialect.Other, ""},
 		{"pg syntax", exec(pg, `SELEC 1`), dialect.Other, ""},
 		{"pg terminated", killed(pg, `SELECT pg_backend_pid()`, `SELECT pg_terminate_backend($1)`), dialect.Unavailable, ""},
+		{"pg idle in transaction timeout", idleKilled(), dialect.Unavailable, ""},
 		{"pg refused", refused(plans.Postgres, "postgres://u:p@"+addr+"/db?sslmode=disable&connect_timeout=2"), dialect.Unavailable, ""},
 		{"mysql data too long", exec(my, `INSERT INTO t (id, c) VALUES (1, 'abcd')`), dialect.Data, "c"},
 		{"mysql not null", exec(my, `INSERT INTO t (id, c, n) VALUES (1, 'a', NULL)`), dialect.Data, "n"},

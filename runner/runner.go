@@ -202,15 +202,22 @@ func (r *Runner) renewFailed(key string, _ error) {
 // it, or answers with an error, fails at once (a wrong address or
 // password is not worth waiting for).
 func (r *Runner) ping(ctx context.Context, statusOnly bool) error {
+	return r.whileUnavailable(ctx, "unavailable at start, retrying", func() error { return r.pingOnce(ctx, statusOnly) })
+}
+
+// whileUnavailable runs fn again, with backoff, while it fails because a
+// database or Redis dropped or reset the connection (dialect.Unavailable
+// but not refused), for up to max_outage.
+func (r *Runner) whileUnavailable(ctx context.Context, msg string, fn func() error) error {
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
-		err := r.pingOnce(ctx, statusOnly)
+		err := fn()
 		if err == nil || ctx.Err() != nil || dialect.Classify(err) != dialect.Unavailable ||
 			errors.Is(err, syscall.ECONNREFUSED) || time.Since(start) > r.plan.MaxOutage {
 			return err
 		}
 		wait := backoff.Delay(min(attempt, 6))
-		r.log.Warn("unavailable at start, retrying", "err", err, "attempt", attempt, "backoff", wait)
+		r.log.Warn(msg, "err", err, "attempt", attempt, "backoff", wait)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -259,7 +266,11 @@ func leaseBase(s fence.Shard) string {
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := time.Now()
 	r.report = Report{Plan: r.plan.Name, Instance: r.opts.Instance, Owner: r.opts.Owner, Takeovers: []Takeover{}, Shards: []ShardResult{}}
-	jobs, err := r.setup(ctx)
+	var jobs []shardJob
+	err := r.whileUnavailable(ctx, "setup interrupted, retrying", func() (err error) {
+		jobs, err = r.setup(ctx) // one transaction on PostgreSQL: a retry starts over
+		return err
+	})
 	if err != nil {
 		return r.finish(start), err
 	}
