@@ -1,6 +1,7 @@
 package dialect
 
 import (
+	"bytes"
 	"testing"
 	"time"
 )
@@ -27,41 +28,27 @@ func benchRows() [][]any {
 	return rows
 }
 
-func BenchmarkPgCopyText(b *testing.B) {
-	rows := benchRows()
-	b.ReportAllocs()
-	var buf []byte
-	for b.Loop() {
-		buf = buf[:0]
-		for _, r := range rows {
-			for i, v := range r {
-				buf, _ = pgCopyText(buf, v, benchCols[i])
-				buf = append(buf, '\t')
-			}
-			buf = append(buf, '\n')
-		}
-	}
-	b.SetBytes(int64(len(buf)))
-}
+func BenchmarkPgCopyText(b *testing.B) { benchEncode(b, benchCols, pgCopyText) }
 
 func BenchmarkMyLoadText(b *testing.B) {
-	rows := benchRows()
 	cols := make([]Column, len(benchCols))
 	copy(cols, benchCols)
 	cols[6].Base, cols[7].Base = "datetime", "datetime"
+	benchEncode(b, cols, myLoadText)
+}
+
+// benchEncode measures encodeRows, the bulk path's encoder, with field.
+func benchEncode(b *testing.B, cols []Column, field func([]byte, any, Column) ([]byte, bool)) {
+	rows := benchRows()
 	b.ReportAllocs()
-	var buf []byte
+	var buf bytes.Buffer
 	for b.Loop() {
-		buf = buf[:0]
-		for _, r := range rows {
-			for i, v := range r {
-				buf, _ = myLoadText(buf, v, cols[i])
-				buf = append(buf, '\t')
-			}
-			buf = append(buf, '\n')
+		buf.Reset()
+		if err := encodeRows(&buf, cols, 7, rows, field); err != nil {
+			b.Fatal(err)
 		}
 	}
-	b.SetBytes(int64(len(buf)))
+	b.SetBytes(int64(buf.Len()))
 }
 
 func BenchmarkUpsertSQL(b *testing.B) {

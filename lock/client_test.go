@@ -55,16 +55,22 @@ func leaseCycle(t *testing.T, l *Locker, base string) {
 // Redis Cluster and each works whole, on whichever node owns its slot.
 func TestDial_Cluster(t *testing.T) {
 	t.Parallel()
-	rc := testsvc.StartRedisCluster(t, 3)
-	rdb := dial(t, rc.URL)
+	clusterSpread(t, testsvc.StartRedisCluster(t, 3).URL, "public.orders")
+}
+
+// clusterSpread runs a lease cycle for 12 shards of table through the
+// cluster at url and checks that their leases landed on all 3 nodes.
+func clusterSpread(t *testing.T, url, table string) {
+	t.Helper()
+	rdb := dial(t, url)
 	cc, ok := rdb.(*redis.ClusterClient)
 	if !ok {
-		t.Fatalf("%s gave a %T, want a cluster client", rc.URL, rdb)
+		t.Fatalf("%s gave a %T, want a cluster client", url, rdb)
 	}
 	l := newLocker(t, rdb, Options{TTL: 2 * time.Second})
 	nodes := map[string]bool{}
 	for i := range 12 {
-		base := fmt.Sprintf("migrate:{plan:public.orders:%d}", i)
+		base := fmt.Sprintf("migrate:{plan:%s:%d}", table, i)
 		leaseCycle(t, l, base)
 		node, err := cc.MasterForKey(t.Context(), leaseKey(base))
 		if err != nil {

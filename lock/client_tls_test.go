@@ -2,7 +2,6 @@ package lock
 
 import (
 	"crypto/tls"
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -72,26 +71,7 @@ func TestTLS_DialRedis(t *testing.T) {
 func TestTLS_DialCluster(t *testing.T) {
 	t.Parallel()
 	certs := testsvc.NewCerts(t)
-	rc := testsvc.StartRedisClusterTLS(t, certs, 3)
-	rdb := dial(t, rc.URL)
-	cc, ok := rdb.(*redis.ClusterClient)
-	if !ok {
-		t.Fatalf("%s gave a %T, want a cluster client", rc.URL, rdb)
-	}
-	l := newLocker(t, rdb, Options{TTL: 2 * time.Second})
-	nodes := map[string]bool{}
-	for i := range 12 {
-		base := fmt.Sprintf("migrate:{plan:tls:%d}", i)
-		leaseCycle(t, l, base)
-		node, err := cc.MasterForKey(t.Context(), leaseKey(base))
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[node.Options().Addr] = true
-	}
-	if len(nodes) != 3 {
-		t.Errorf("12 shards' leases landed on %d of 3 nodes: %v", len(nodes), nodes)
-	}
+	clusterSpread(t, testsvc.StartRedisClusterTLS(t, certs, 3).URL, "tls")
 }
 
 // TestTLS_DialSentinel: rediss+sentinel:// with tls_ca_file asks a TLS-only
