@@ -2,6 +2,7 @@ package testsvc
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -77,18 +78,32 @@ type RedisCluster struct {
 // 16384 slots split evenly, and waits until every node reports it ok.
 func StartRedisCluster(t testing.TB, n int) *RedisCluster {
 	t.Helper()
+	rc := startCluster(t, n, nil, func(args ...string) *redisproc.Server { return startRedisNode(t, "", args...) })
+	rc.URL = "redis+cluster://" + rc.URL
+	return rc
+}
+
+// startCluster starts n nodes with start, given the cluster options, splits
+// the slots among them, has them meet and waits until each is ok, talking
+// to them with tlsConf (nil: plain). URL is set to "host:port?addr=…&addr=…"
+// for the caller to put a scheme before.
+func startCluster(t testing.TB, n int, tlsConf *tls.Config, start func(args ...string) *redisproc.Server) *RedisCluster {
+	t.Helper()
 	ctx := context.Background()
 	rc := &RedisCluster{}
 	var addrs []string
 	var bus []int // cluster bus ports, chosen: port+10000 may be out of range
 	for range n {
 		bus = append(bus, freePort(t))
-		rc.Nodes = append(rc.Nodes, startRedisNode(t, "", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		rc.Nodes = append(rc.Nodes, start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(bus[len(bus)-1])))
 		addrs = append(addrs, rc.Nodes[len(rc.Nodes)-1].Addr())
 	}
+	client := func(addr string) *redis.Client {
+		return redis.NewClient(&redis.Options{Addr: addr, TLSConfig: tlsConf})
+	}
 	for i, node := range rc.Nodes {
-		c := redis.NewClient(&redis.Options{Addr: node.Addr()})
+		c := client(node.Addr())
 		err := c.ClusterAddSlotsRange(ctx, 16384*i/n, 16384*(i+1)/n-1).Err()
 		if err == nil && i > 0 {
 			err = c.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", rc.Nodes[0].Port, bus[0]).Err()
@@ -99,14 +114,14 @@ func StartRedisCluster(t testing.TB, n int) *RedisCluster {
 		}
 	}
 	for _, node := range rc.Nodes {
-		c := redis.NewClient(&redis.Options{Addr: node.Addr()})
+		c := client(node.Addr())
 		waitFor(t, node.Addr()+" cluster_state:ok", func() bool {
 			info, err := c.ClusterInfo(ctx).Result()
 			return err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n))
 		})
 		_ = c.Close()
 	}
-	rc.URL = "redis+cluster://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
+	rc.URL = addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=")
 	return rc
 }
 

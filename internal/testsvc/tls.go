@@ -301,40 +301,10 @@ func (c *Certs) clientTLS(t testing.TB) *tls.Config {
 // certificate); its URL is rediss+cluster://…&tls_ca_file=CAFILE.
 func StartRedisClusterTLS(t testing.TB, c *Certs, n int) *RedisCluster {
 	t.Helper()
-	ctx := context.Background()
-	rc := &RedisCluster{}
-	var addrs []string
-	var bus []int
-	for range n {
-		bus = append(bus, freePort(t))
-		rc.Nodes = append(rc.Nodes, startRedisTLSNode(t, c, "", "--tls-cluster", "yes", "--tls-replication", "yes",
-			"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(bus[len(bus)-1])))
-		addrs = append(addrs, rc.Nodes[len(rc.Nodes)-1].Addr())
-	}
-	client := func(addr string) *redis.Client {
-		return redis.NewClient(&redis.Options{Addr: addr, TLSConfig: c.clientTLS(t)})
-	}
-	for i, node := range rc.Nodes {
-		cl := client(node.Addr())
-		err := cl.ClusterAddSlotsRange(ctx, 16384*i/n, 16384*(i+1)/n-1).Err()
-		if err == nil && i > 0 {
-			err = cl.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", rc.Nodes[0].Port, bus[0]).Err()
-		}
-		_ = cl.Close()
-		if err != nil {
-			t.Fatalf("redis TLS cluster node %s: %v", node.Addr(), err)
-		}
-	}
-	for _, node := range rc.Nodes {
-		cl := client(node.Addr())
-		waitFor(t, node.Addr()+" cluster_state:ok over TLS", func() bool {
-			info, err := cl.ClusterInfo(ctx).Result()
-			return err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, fmt.Sprintf("cluster_known_nodes:%d", n))
-		})
-		_ = cl.Close()
-	}
-	rc.URL = "rediss+cluster://" + addrs[0] + "?addr=" + strings.Join(addrs[1:], "&addr=") + "&tls_ca_file=" + url.QueryEscape(c.CAFile)
+	rc := startCluster(t, n, c.clientTLS(t), func(args ...string) *redisproc.Server {
+		return startRedisTLSNode(t, c, "", append([]string{"--tls-cluster", "yes", "--tls-replication", "yes"}, args...)...)
+	})
+	rc.URL = "rediss+cluster://" + rc.URL + "&tls_ca_file=" + url.QueryEscape(c.CAFile)
 	return rc
 }
 
