@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -54,6 +55,7 @@ type TargetSQL interface {
 // Bounder bounds a transaction on the server.
 type Bounder interface {
 	BoundTx(remaining time.Duration) (string, []any)
+	UnboundTx() string
 }
 
 // Fencer checks the watermark at the start of every batch transaction.
@@ -556,24 +558,16 @@ func waitForRunway(ctx context.Context, lease Lease, avg time.Duration) error {
 //
 // A dry write rolls back instead of committing (dataError's probes).
 func (c *Copier) write(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, rows [][]any, bulk []byte, last []any, done int64, dry bool) (ins, upd int64, err error) {
-	var conn *sql.Conn
-	if bulk != nil {
-		if conn, err = c.Target.Conn(ctx); err != nil {
-			return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
-		}
-		defer conn.Close()
-	}
-	var db interface {
-		BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-	} = c.Target
-	if conn != nil {
-		db = conn
-	}
-	tx, tctx, cancel, err := begin(db, c.TargetSQL, lease)
+	conn, err := c.Target.Conn(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
 	}
-	defer cancel()
+	defer conn.Close()
+	tx, tctx, end, err := begin(conn, c.TargetSQL, lease)
+	if err != nil {
+		return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
+	}
+	defer end()
 	defer func() {
 		if err != nil || dry {
 			_ = tx.Rollback()
@@ -676,30 +670,62 @@ func rowBytes(r []any) int {
 // lease's local deadline, and the server itself aborts any statement, lock
 // wait or idle pause that would outlast it (F3), so a holder frozen inside
 // the transaction cannot keep it open past its lease. Statements use the
-// returned context; cancel releases its timer.
-func Begin(db *sql.DB, b Bounder, lease Lease) (*sql.Tx, context.Context, context.CancelFunc, error) {
-	return begin(db, b, lease)
+// returned context. The transaction runs on a connection of its own; done,
+// called once the transaction has ended, restores the session's settings
+// that the bound changed (MySQL's are the session's) and gives the
+// connection back to the pool.
+func Begin(db *sql.DB, b Bounder, lease Lease) (tx *sql.Tx, tctx context.Context, done func(), err error) {
+	conn, err := db.Conn(lease.Context())
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tx, tctx, end, err := begin(conn, b, lease)
+	if err != nil {
+		_ = conn.Close()
+		return nil, nil, nil, err
+	}
+	return tx, tctx, func() { end(); _ = conn.Close() }, nil
 }
 
-// begin is Begin on a pool or on one connection.
-func begin(db interface {
-	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-}, b Bounder, lease Lease) (*sql.Tx, context.Context, context.CancelFunc, error) {
+// begin is Begin on conn, which stays open; end undoes the bound.
+func begin(conn *sql.Conn, b Bounder, lease Lease) (*sql.Tx, context.Context, func(), error) {
 	deadline := lease.Deadline()
 	tctx, cancel := context.WithDeadline(lease.Context(), deadline)
-	tx, err := db.BeginTx(tctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := conn.BeginTx(tctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		cancel()
 		return nil, nil, nil, err
 	}
+	end := func() {
+		cancel()
+		_ = tx.Rollback() // sql.ErrTxDone after a commit or rollback: nothing done
+		unbind(conn, b, lease)
+	}
 	q, args := b.BoundTx(time.Until(deadline))
 	if _, err := tx.ExecContext(tctx, q, args...); err != nil {
-		_ = tx.Rollback()
-		cancel()
+		end()
 		return nil, nil, nil, err
 	}
-	return tx, tctx, cancel, nil
+	return tx, tctx, end, nil
 }
+
+// unbind restores on conn what the bound changed beyond its transaction
+// (b.UnboundTx). A connection that cannot be restored is closed rather
+// than given back to the pool with the bound's short timeouts.
+func unbind(conn *sql.Conn, b Bounder, lease Lease) {
+	q := b.UnboundTx()
+	if q == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(lease.Context()), unbindTimeout)
+	defer cancel()
+	if _, err := conn.ExecContext(ctx, q); err != nil {
+		_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	}
+}
+
+// unbindTimeout bounds the restore of a session after a bounded transaction.
+const unbindTimeout = 5 * time.Second
 
 // upsertSQL builds the upsert of n rows once per table and size (1000 rows
 // of 10 columns take a PostgreSQL statement of 10,000 parameters).

@@ -193,6 +193,10 @@ type Dialect interface {
 	// BoundTx bounds the current transaction on the server: no statement,
 	// lock wait or idle pause may outlast remaining (F3).
 	BoundTx(remaining time.Duration) (string, []any)
+	// UnboundTx restores, on the same connection once the transaction has
+	// ended, what BoundTx changed beyond it; "" when nothing outlives the
+	// transaction.
+	UnboundTx() string
 
 	// CreateTable creates a table with the given columns and primary key,
 	// plus the fence column.

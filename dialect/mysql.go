@@ -58,6 +58,13 @@ func (MySQL) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
 		lock := max(int64((s.Lock+time.Second-1)/time.Second), idle+1)
 		cfg.Params["innodb_lock_wait_timeout"] = strconv.FormatInt(lock, 10)
 	}
+	if s.Statement > 0 {
+		// A client that stops sending or reading in the middle of a
+		// statement (LOAD DATA LOCAL INFILE) is waited for no longer than
+		// a statement may run.
+		net := strconv.FormatInt(max(int64(s.Statement/time.Second), 1), 10)
+		cfg.Params["net_read_timeout"], cfg.Params["net_write_timeout"] = net, net
+	}
 	cfg.Collation = "utf8mb4_general_ci" // the connection's; columns keep their own
 	// Room for a verification chunk's rows in one GROUP_CONCAT (it is cut
 	// at max_allowed_packet all the same, which Checksum detects).
@@ -413,12 +420,49 @@ func (m MySQL) DeleteByKeys(table []string, key []string, n int) string {
 // MaxParams implements Dialect.
 func (MySQL) MaxParams() int { return 65535 }
 
-// BoundTx implements Dialect. MySQL has no transaction-local timeouts: the
-// session's wait_timeout closes the connection of a holder that goes silent
-// (rolling its transaction back), in whole seconds, rounded down.
+// BoundTx implements Dialect. MySQL has no transaction-local timeouts, so
+// the session's are set for the transaction: wait_timeout closes the
+// connection of a holder that goes silent between statements (rolling its
+// transaction back), net_read_timeout and net_write_timeout end a statement
+// whose client stops sending or reading in its middle (a holder frozen
+// inside LOAD DATA LOCAL INFILE keeps its locks for as long as the server
+// waits for the file's next bytes), innodb_lock_wait_timeout bounds a lock
+// wait; all in whole seconds, rounded down. The session's own values are
+// kept in user variables first (once: a second BoundTx before UnboundTx
+// keeps the first saved values) for UnboundTx to restore.
 func (MySQL) BoundTx(remaining time.Duration) (string, []any) {
 	s := max(int64(remaining/time.Second), 1)
-	return "SET SESSION wait_timeout = ?, innodb_lock_wait_timeout = ?", []any{s, s}
+	var b strings.Builder
+	b.WriteString("SET ")
+	for _, v := range boundVars {
+		fmt.Fprintf(&b, "@migrate_%s = COALESCE(@migrate_%s, @@SESSION.%s), ", v, v, v)
+	}
+	args := make([]any, len(boundVars))
+	for i, v := range boundVars {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "SESSION %s = ?", v)
+		args[i] = s
+	}
+	return b.String(), args
+}
+
+// boundVars are the session variables BoundTx sets and UnboundTx restores.
+var boundVars = []string{"wait_timeout", "innodb_lock_wait_timeout", "net_read_timeout", "net_write_timeout"}
+
+// UnboundTx implements Dialect: the session's values from before BoundTx,
+// so that a pooled connection does not carry a finished transaction's
+// bounds into later statements.
+func (MySQL) UnboundTx() string {
+	set := make([]string, 0, 2*len(boundVars))
+	for _, v := range boundVars {
+		set = append(set, fmt.Sprintf("SESSION %s = @migrate_%s", v, v))
+	}
+	for _, v := range boundVars {
+		set = append(set, fmt.Sprintf("@migrate_%s = NULL", v))
+	}
+	return "SET " + strings.Join(set, ", ")
 }
 
 // collation is the binary NO PAD collation: keys equal in PostgreSQL are

@@ -93,7 +93,7 @@ func TestMySQL_Variant(t *testing.T) {
 
 func TestMySQL_BoundTx(t *testing.T) {
 	q, args := MySQL{}.BoundTx(2500 * time.Millisecond)
-	if q != "SET SESSION wait_timeout = ?, innodb_lock_wait_timeout = ?" || args[0] != int64(2) || args[1] != int64(2) {
+	if !strings.HasSuffix(q, "SESSION wait_timeout = ?, SESSION innodb_lock_wait_timeout = ?, SESSION net_read_timeout = ?, SESSION net_write_timeout = ?") || len(args) != 4 || args[0] != int64(2) || args[3] != int64(2) {
 		t.Errorf("got %s %v", q, args)
 	}
 	if _, args := (MySQL{}).BoundTx(300 * time.Millisecond); args[0] != int64(1) {

@@ -208,6 +208,9 @@ func (Postgres) BoundTx(remaining time.Duration) (string, []any) {
   set_config('idle_in_transaction_session_timeout', $1, true)`, []any{ms(remaining)}
 }
 
+// UnboundTx implements Dialect: BoundTx's settings end with the transaction.
+func (Postgres) UnboundTx() string { return "" }
+
 // CreateTable implements Dialect.
 func (p Postgres) CreateTable(table []string, cols []Column, key []string, fence string) string {
 	defs := make([]string, 0, len(cols)+2)
