@@ -184,7 +184,7 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token
 	pages := make(chan page, 1) // prefetch one page while the current one is written
 	go c.read(rctx, spec, keyIdx, after, encode, pages)
 
-	var avg time.Duration // moving average of a batch's write time
+	var p pace
 	for {
 		var pg page
 		select {
@@ -203,25 +203,29 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease Lease, t fence.Token
 		if len(pg.rows) == 0 {
 			return res, nil
 		}
-		last := keyOf(pg.rows[len(pg.rows)-1], keyIdx)
-		start := time.Now()
-		done += int64(len(pg.rows))
-		ins, upd, err := c.writeRetrying(ctx, spec, lease, t, owner, pg, last, done, &avg, &bulk)
-		if err != nil {
-			return res, err
-		}
-		elapsed := time.Since(start)
-		res.Batches++
-		res.Rows += int64(len(pg.rows))
-		res.Inserted += ins
-		res.Updated += upd
-		res.Skipped += int64(len(pg.rows)) - ins - upd
-		res.LastKey = last
-		if c.OnBatch != nil {
-			c.OnBatch(spec.Shard, Progress{Rows: int64(len(pg.rows)), Inserted: ins, Updated: upd, LastKey: last, Elapsed: elapsed})
-		}
-		if res.Batches == 1 && c.AfterFirst != nil {
-			c.AfterFirst(pg.rows)
+		// A page is one batch unless the lease's runway cannot carry it:
+		// then it is written in pieces, each a batch with its own cursor.
+		for rest := pg; len(rest.rows) > 0; {
+			start := time.Now()
+			w, err := c.writeRetrying(ctx, spec, lease, t, owner, keyIdx, rest, encode, done, &p, &bulk)
+			if err != nil {
+				return res, err
+			}
+			elapsed := time.Since(start)
+			done += int64(len(w.rows))
+			res.Batches++
+			res.Rows += int64(len(w.rows))
+			res.Inserted += w.ins
+			res.Updated += w.upd
+			res.Skipped += int64(len(w.rows)) - w.ins - w.upd
+			res.LastKey = w.last
+			if c.OnBatch != nil {
+				c.OnBatch(spec.Shard, Progress{Rows: int64(len(w.rows)), Inserted: w.ins, Updated: w.upd, LastKey: w.last, Elapsed: elapsed})
+			}
+			if res.Batches == 1 && c.AfterFirst != nil {
+				c.AfterFirst(w.rows)
+			}
+			rest = page{rows: rest.rows[len(w.rows):]} // encoded again for its own batch
 		}
 	}
 }
@@ -441,37 +445,48 @@ func (c *Copier) SampleRead(ctx context.Context, spec Spec, pages int) (int64, e
 	return n, nil
 }
 
-// writeRetrying writes one batch, retrying transient failures with backoff;
-// each attempt is one whole transaction.
-func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, pg page, last []any, done int64, avg *time.Duration, bulk *atomic.Bool) (ins, upd int64, err error) {
+// written is one batch written by writeRetrying: the first rows of a page.
+type written struct {
+	rows     [][]any
+	last     []any
+	ins, upd int64
+}
+
+// writeRetrying writes the first rows of pg that the lease's runway can
+// carry (all of them, unless a batch takes more than about half the lease:
+// see runway) as one batch, retrying transient failures with backoff; each
+// attempt is one whole transaction. done is the rows done before them.
+func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, keyIdx []int, pg page, encode func([][]any) []byte, done int64, p *pace, bulk *atomic.Bool) (w written, err error) {
 	err = retry(ctx, spec, func() error {
-		if err := waitForRunway(ctx, lease, *avg); err != nil {
+		n, err := c.runway(ctx, spec, lease, len(pg.rows), p)
+		if err != nil {
 			return err
 		}
-		start := time.Now()
-		var err error
-		ins, upd, err = c.write(ctx, spec, lease, t, owner, pg.rows, pg.bulk, last, done, false)
+		w = written{rows: pg.rows[:n], last: keyOf(pg.rows[n-1], keyIdx)}
+		data := pg.bulk
+		if n < len(pg.rows) || data == nil {
+			data = encode(w.rows)
+		}
+		left, start := time.Until(lease.Deadline()), time.Now()
+		w.ins, w.upd, err = c.write(ctx, spec, lease, t, owner, w.rows, data, w.last, done+int64(n), false)
 		if errors.Is(err, dialect.ErrConflict) || errors.Is(err, dialect.ErrNotBulk) {
 			c.upsertFromHere(spec, bulk, err)
 			pg.bulk = nil
-			ins, upd, err = c.write(ctx, spec, lease, t, owner, pg.rows, nil, last, done, false)
+			w.ins, w.upd, err = c.write(ctx, spec, lease, t, owner, w.rows, nil, w.last, done+int64(n), false)
 		}
 		if dialect.Classify(err) == dialect.Data && lease.Context().Err() == nil {
-			return permanent{c.dataError(ctx, spec, lease, t, owner, pg.rows, err)}
+			return permanent{c.dataError(ctx, spec, lease, t, owner, w.rows, err)}
 		}
 		if err == nil {
-			d := time.Since(start)
-			if *avg == 0 {
-				*avg = d
-			} else {
-				*avg = (*avg*7 + d) / 8
-			}
+			p.wrote(n, time.Since(start))
 		} else if lctx := lease.Context(); lctx.Err() != nil {
 			return permanent{lost(ctx, lctx)}
+		} else if p.failed(n, time.Since(start), left) {
+			return smaller{err}
 		}
 		return err
 	}, c, "write")
-	return ins, upd, err
+	return w, err
 }
 
 // dataError describes a batch the target refused for a value (a Data
@@ -533,23 +548,6 @@ func (c *Copier) upsertFromHere(spec Spec, bulk *atomic.Bool, why error) {
 	if bulk.Swap(false) && c.Log != nil {
 		c.Log.Info("writing by upsert from here", "shard", spec.Shard.String(), "why", why)
 	}
-}
-
-// waitForRunway holds a batch back until it can commit before the lease's
-// local deadline: at least twice the usual batch time must remain (L2).
-func waitForRunway(ctx context.Context, lease Lease, avg time.Duration) error {
-	need := 2*avg + 20*time.Millisecond
-	lctx := lease.Context()
-	for time.Until(lease.Deadline()) < need {
-		select {
-		case <-ctx.Done():
-			return permanent{ctx.Err()}
-		case <-lctx.Done():
-			return permanent{lost(ctx, lctx)}
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-	return nil
 }
 
 // write writes one batch in one transaction: fence check, rows (by bulk
@@ -797,6 +795,12 @@ func retry(ctx context.Context, spec Spec, fn func() error, c *Copier, what stri
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if s := (smaller{}); errors.As(err, &s) {
+			if c.Log != nil {
+				c.Log.Info("the batch did not fit the lease's runway; trying a smaller one", "shard", sh.String(), "err", s.err)
+			}
+			continue
 		}
 		if c.OnFailure != nil {
 			c.OnFailure(sh, err)

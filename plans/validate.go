@@ -3,6 +3,7 @@ package plans
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // validName is the plan name pattern [a-z0-9_-]+.
@@ -202,4 +203,26 @@ func checkColumns(tf *fields, name string, cols []string, label, fence string) p
 		seen[c] = true
 	}
 	return ps
+}
+
+// fastRow is what writing one row takes in a fast copy (about 100,000 rows
+// a second between two local databases): the least a batch can cost.
+const fastRow = 10 * time.Microsecond
+
+// Warnings are what is valid but will not work as the plan reads. A batch
+// starts only when twice its write time is left before the lease's local
+// deadline, which a renewal puts at most 0.89 × lease_ttl ahead (lock:
+// TTL less the drift and safety margins): a batch_size whose batches take
+// longer, even at fastRow, is written in smaller batches.
+func (p *Plan) Warnings() []string {
+	var out []string
+	runway := p.LeaseTTL * 89 / 100
+	batch := time.Duration(p.BatchSize) * fastRow
+	if 2*batch+20*time.Millisecond > runway {
+		fits := max(int((runway-20*time.Millisecond)/(2*fastRow)), 0)
+		ttl := ((2*batch+20*time.Millisecond)*100/89 + 99*time.Millisecond).Truncate(100 * time.Millisecond)
+		out = append(out, fmt.Sprintf("lease_ttl %v with batch_size %d: even at %v a row a batch takes %v, and a batch starts only with twice its time left before the lease's local deadline (at most %v ahead): batches will be cut to at most %d rows; use lease_ttl >= %v or batch_size <= %d",
+			p.LeaseTTL, p.BatchSize, fastRow, batch, runway, fits, ttl, fits))
+	}
+	return out
 }

@@ -63,6 +63,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		logTo = progress // log lines go above the bar
 	}
 	log := pf.logger(logTo)
+	for _, w := range plan.Warnings() {
+		log.Warn(w)
+	}
 	owner := lock.NewOwnerID(*instance)
 	if *parallel < 0 {
 		return usageError{"--parallel must not be negative"}

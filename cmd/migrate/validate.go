@@ -29,5 +29,8 @@ func validateCmd(_ context.Context, args []string, stdout, stderr io.Writer) err
 	for _, t := range p.Tables {
 		fmt.Fprintf(stdout, "  %s -> %s key %v shards %d\n", t.Name, t.Target, t.Key, t.Shards)
 	}
+	for _, w := range p.Warnings() {
+		fmt.Fprintln(stderr, "warning:", w)
+	}
 	return nil
 }

@@ -1,0 +1,110 @@
+package batch
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+)
+
+// runwaySlack is the runway a batch needs beyond twice its expected time.
+const runwaySlack = 20 * time.Millisecond
+
+// pace is what a shard's writer knows of how long its writes take and of
+// the runway its lease gives: the time left before the lease's local
+// deadline, which a renewal moves forward.
+type pace struct {
+	perRow   time.Duration // a batch's write time per row, moving average; 0 before the first
+	longest  time.Duration // the longest runway seen
+	renewed  bool          // the deadline has moved since the first look: longest is what a renewal gives
+	deadline time.Time     // the deadline at the last look
+	piece    int           // rows in a batch when a page does not fit the runway; 0 while pages fit
+}
+
+// need is the runway a batch of n rows must have before it starts (L2):
+// twice its expected write time, plus runwaySlack.
+func (p *pace) need(n int) time.Duration {
+	return 2*p.perRow*time.Duration(n) + runwaySlack
+}
+
+// fits is how many rows the longest runway seen can carry.
+func (p *pace) fits() int {
+	if p.perRow == 0 {
+		return math.MaxInt
+	}
+	return int((p.longest - runwaySlack) / (2 * p.perRow))
+}
+
+// wrote records a committed batch of n rows that took d.
+func (p *pace) wrote(n int, d time.Duration) {
+	r := d / time.Duration(n)
+	if p.perRow == 0 {
+		p.perRow = r
+	} else {
+		p.perRow = (p.perRow*7 + r) / 8
+	}
+}
+
+// failed records a failed attempt at a batch of n rows that ran for d with
+// left of runway when it began: one that used half of it or more is taken
+// as too slow for it (the lease's deadline or the server's bound may have
+// cut it). It reports whether the next attempt will be smaller for it.
+func (p *pace) failed(n int, d, left time.Duration) bool {
+	if d < left/2 {
+		return false
+	}
+	p.perRow = max(p.perRow, d/time.Duration(n))
+	return p.fits() < n
+}
+
+// smaller is a failed attempt at a batch too large for the runway; the
+// next attempt is smaller, so it is tried again at once and not counted
+// against max_retries (the batch shrinks each time: this ends).
+type smaller struct{ err error }
+
+func (s smaller) Error() string { return s.err.Error() }
+func (s smaller) Unwrap() error { return s.err }
+
+// runway waits until a batch can commit before the lease's local deadline
+// and returns how many of the n rows it may hold: all, unless the longest
+// runway a renewal gives cannot carry them (a batch taking more than about
+// 0.45 × lease_ttl), then as many as it can. Waiting for a runway that never
+// comes would keep the lease renewed with nothing written and no standby
+// able to take over; a shard where not even one row fits halts.
+func (c *Copier) runway(ctx context.Context, spec Spec, lease Lease, n int, p *pace) (int, error) {
+	lctx := lease.Context()
+	for {
+		d := lease.Deadline()
+		if !p.deadline.IsZero() && d.After(p.deadline) {
+			p.renewed = true
+		}
+		p.deadline = d
+		left := time.Until(d)
+		p.longest = max(p.longest, left)
+		if m := p.fits(); m < n {
+			if m < 1 && p.renewed {
+				return 0, permanent{fmt.Errorf("%w: %s: writing one row takes about %v and a batch starts only with twice its time left before the lease's local deadline, which a renewal puts at most %v ahead: raise lease_ttl",
+					ErrHalted, spec.Shard, p.perRow.Round(time.Microsecond), p.longest.Round(time.Millisecond))}
+			}
+			if m >= 1 {
+				n = m
+				if p.piece == 0 && c.Log != nil {
+					c.Log.Warn("a batch does not fit the lease's runway; writing smaller batches (raise lease_ttl or lower batch_size)",
+						"shard", spec.Shard.String(), "batch_size", spec.BatchSize, "rows", m,
+						"per_row", p.perRow, "runway", p.longest.Round(time.Millisecond))
+				}
+				p.piece = m
+			}
+		}
+		if left >= p.need(n) {
+			return n, nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, permanent{ctx.Err()}
+		case <-lctx.Done():
+			return 0, permanent{lost(ctx, lctx)}
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
