@@ -201,6 +201,9 @@ type Dialect interface {
 	// CreateTable creates a table with the given columns and primary key,
 	// plus the fence column.
 	CreateTable(table []string, cols []Column, key []string, fence string) string
+	// MaxToken reads the highest token in a table's fence column (0 when
+	// it has no rows).
+	MaxToken(table []string, fence string) string
 	// AddFenceColumn adds the fence column to an existing table.
 	AddFenceColumn(table []string, fence string) string
 	// Helpers creates the watermark and checkpoint tables if missing.
@@ -220,6 +223,9 @@ type Dialect interface {
 	FenceCheck() string
 	// FenceRead yields (token, owner) of the watermark: args plan, table, shard.
 	FenceRead() string
+	// FenceFloor creates a watermark with no owner unless the shard has
+	// one: args plan, table, shard, token.
+	FenceFloor() string
 
 	// CheckpointInit inserts a pending checkpoint unless one exists: args
 	// plan, table, shard, lo, hi.

@@ -541,6 +541,17 @@ ON DUPLICATE KEY UPDATE owner = IF(` + guard + `, VALUES(owner), owner),
   token = IF(` + guard + `, VALUES(token), token)`
 }
 
+// FenceFloor implements Dialect.
+func (m MySQL) FenceFloor() string {
+	return `INSERT INTO ` + m.Quote(FenceTable) + ` (plan, tbl, shard, token, owner) VALUES (?, ?, ?, ?, '')
+ON DUPLICATE KEY UPDATE plan = plan`
+}
+
+// MaxToken implements Dialect.
+func (m MySQL) MaxToken(table []string, fence string) string {
+	return "SELECT COALESCE(MAX(" + m.Quote(fence) + "), 0) FROM " + m.Quote(table...)
+}
+
 // FenceCheck implements Dialect: a locking UPDATE (never a snapshot read)
 // that always changes the row, so a match reports one affected row.
 func (m MySQL) FenceCheck() string {

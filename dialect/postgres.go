@@ -263,6 +263,17 @@ ON CONFLICT (plan, tbl, shard) DO UPDATE SET token = EXCLUDED.token, owner = EXC
 WHERE f.token < EXCLUDED.token`
 }
 
+// FenceFloor implements Dialect.
+func (p Postgres) FenceFloor() string {
+	return `INSERT INTO ` + p.Quote(FenceTable) + ` (plan, tbl, shard, token, owner) VALUES ($1, $2, $3, $4, '')
+ON CONFLICT (plan, tbl, shard) DO NOTHING`
+}
+
+// MaxToken implements Dialect.
+func (p Postgres) MaxToken(table []string, fence string) string {
+	return "SELECT COALESCE(MAX(" + p.Quote(fence) + "), 0) FROM " + p.Quote(table...)
+}
+
 // FenceCheck implements Dialect: an UPDATE, so PostgreSQL re-evaluates the
 // condition on the newest row version after waiting for a concurrent claim.
 func (p Postgres) FenceCheck() string {

@@ -53,6 +53,7 @@ func (e *StaleError) Unwrap() error { return ErrStale }
 // SQL is what the fence needs from a dialect.
 type SQL interface {
 	FenceClaim() string
+	FenceFloor() string
 	FenceCheck() string
 	FenceRead() string
 }
@@ -81,6 +82,18 @@ func (f *Fence) Claim(ctx context.Context, tx Tx, s Shard, t Token, owner string
 		return fmt.Errorf("fence: claim %s with token %d: %w", s, t, err)
 	}
 	return f.verdict(ctx, tx, res, s, t, owner)
+}
+
+// Floor sets the watermark of a shard that has no watermark yet to t, with
+// no owner, so that its first claim must be above t; a shard with a
+// watermark keeps it. A plan's shards start above the tokens already in
+// the rows of their table (an earlier plan's, on a re-shard): the rows'
+// fence column only lets an equal or newer token overwrite them.
+func (f *Fence) Floor(ctx context.Context, tx Tx, s Shard, t Token) error {
+	if _, err := tx.ExecContext(ctx, f.sql.FenceFloor(), s.Plan, s.Table, s.Index, int64(t)); err != nil {
+		return fmt.Errorf("fence: floor %s at token %d: %w", s, t, err)
+	}
+	return nil
 }
 
 // Check locks the watermark row for the rest of the transaction and verifies

@@ -244,7 +244,7 @@ const helpersLock = "migrate/helpers"
 // checkpoints with their shard bounds. In PostgreSQL it is one transaction,
 // so a failure anywhere leaves the target as it was; in MySQL, where DDL
 // commits itself, a table created here is dropped again when a later step
-// fails. It returns each table's target definitions of the copied columns,
+// fails, and the checkpoints are one transaction after the DDL. It returns each table's target definitions of the copied columns,
 // in the order of cols.
 func (r *Runner) prepareTargets(ctx context.Context, cols [][]dialect.Column, bounds [][]dialect.Range) (dst [][]dialect.Column, err error) {
 	conn, err := r.dst.Conn(ctx)
@@ -312,14 +312,37 @@ func (r *Runner) prepareTargets(ctx context.Context, cols [][]dialect.Column, bo
 			return nil, stmtError("create helper tables", h, err)
 		}
 	}
+	if !transactional {
+		// The DDL above committed itself and is idempotent; the
+		// checkpoints and watermark floors are rows, written in one
+		// transaction: a setup killed among them leaves none.
+		tx, berr := conn.BeginTx(ctx, nil)
+		if berr != nil {
+			return nil, fmt.Errorf("target setup: %w", berr)
+		}
+		defer func() { _ = tx.Rollback() }()
+		db = tx
+	}
 	for i, t := range r.plan.Tables {
-		if err := r.checkShardCount(ctx, db, t); err != nil {
+		n, err := r.checkShardCount(ctx, db, t)
+		if err != nil {
 			return nil, err
+		}
+		var floor fence.Token
+		if n == 0 && ddl[i] == "" {
+			if floor, err = r.tokenFloor(ctx, db, t); err != nil {
+				return nil, err
+			}
 		}
 		for j, b := range bounds[i] {
 			s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: j}
 			if err := r.cursor.Init(ctx, db, s, b.Lo, b.Hi); err != nil {
 				return nil, err
+			}
+			if floor > 0 {
+				if err := r.fence.Floor(ctx, db, s, floor); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}
@@ -372,13 +395,31 @@ func stmtError(what, stmt string, err error) error {
 	return fmt.Errorf("%s: %w; the statement was:\n%s", what, err, stmt)
 }
 
+// tokenFloor is the highest token in the rows of a target table that
+// existed before this plan's first run: the plan's shards start above it
+// (fence.Floor), or the rows an earlier plan wrote with a newer token than
+// the new plan's first would refuse it. One scan of the table's fence
+// column, once per plan and table.
+func (r *Runner) tokenFloor(ctx context.Context, db dbConn, t plans.Table) (fence.Token, error) {
+	var top int64
+	q := r.dstD.MaxToken(t.TargetIdent(), r.plan.FenceColumn)
+	if err := db.QueryRowContext(ctx, q).Scan(&top); err != nil {
+		return 0, stmtError("highest token in target table "+t.Target, q, err)
+	}
+	if top > 0 {
+		r.log.Info("the target table holds rows written by an earlier plan; this plan's tokens start above theirs", "table", t.Target, "highest_token", top)
+	}
+	return fence.Token(top), nil
+}
+
 // checkShardCount refuses a plan whose shard count differs from the one its
 // existing checkpoints were made with: the stored key ranges would no longer
-// cover the table exactly (fewer shards leave rows out, more overlap).
-func (r *Runner) checkShardCount(ctx context.Context, tx dbConn, t plans.Table) error {
+// cover the table exactly (fewer shards leave rows out, more overlap). It
+// returns how many checkpoints the table has.
+func (r *Runner) checkShardCount(ctx context.Context, tx dbConn, t plans.Table) (int, error) {
 	cps, err := r.cursor.List(ctx, tx, r.plan.Name)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	n := 0
 	for _, cp := range cps {
@@ -387,9 +428,9 @@ func (r *Runner) checkShardCount(ctx context.Context, tx dbConn, t plans.Table) 
 		}
 	}
 	if n != 0 && n != t.Shards {
-		return fmt.Errorf("%w: table %s has %d checkpoints in the target but the plan says shards: %d; the key ranges are fixed at the first run (use a new plan name to re-shard)", plans.ErrInvalid, t.Name, n, t.Shards)
+		return 0, fmt.Errorf("%w: table %s has %d checkpoints in the target but the plan says shards: %d; the key ranges are fixed at the first run (use a new plan name to re-shard)", plans.ErrInvalid, t.Name, n, t.Shards)
 	}
-	return nil
+	return n, nil
 }
 
 // targetTable decides what the target table needs, changing nothing: when

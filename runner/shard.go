@@ -82,7 +82,7 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 				return err
 			}
 		case errors.As(err, &rc):
-			log.Warn("redis issued a token not above the target's watermark; raising the counter (L4)", "watermark", int64(rc.watermark))
+			log.Warn("the token is not above the target's watermark (Redis lost its counter, L4, or the table holds rows of an earlier plan); raising the counter", "watermark", int64(rc.watermark))
 			if err := r.locker.RaiseToken(ctx, base, int64(rc.watermark)); err != nil {
 				return err
 			}

@@ -215,9 +215,10 @@ func newConfEnv(t *testing.T, src, dst *engine) *confEnv {
 
 // planTable is one table entry of a plan.
 type planTable struct {
-	name  string
-	key   []string
-	types map[string]string // target column type overrides
+	name   string
+	key    []string
+	types  map[string]string // target column type overrides
+	shards int               // 0: the default
 }
 
 // plan writes a plan file for e and returns its path.
@@ -232,6 +233,9 @@ func (e *confEnv) plan(t *testing.T, tables ...planTable) string {
 	b.WriteString("tables:\n")
 	for _, tb := range tables {
 		fmt.Fprintf(&b, "  - name: %s\n    key: [%s]\n", tb.name, strings.Join(tb.key, ", "))
+		if tb.shards > 0 {
+			fmt.Fprintf(&b, "    shards: %d\n", tb.shards)
+		}
 		if len(tb.types) > 0 {
 			b.WriteString("    types:\n")
 			for _, c := range slices.Sorted(maps.Keys(tb.types)) {

@@ -33,6 +33,7 @@ func TestConformance(t *testing.T) {
 		{"lower_token_never_overwrites", confLowerToken, ""},
 		{"string_and_composite_keys", confKeys, ""},
 		{"float_nan_inf", confNaN, "postgres"},                 // MySQL cannot store NaN or infinities
+		{"reshard_after_takeover", confReshard, ""},
 		{"zero_dates", confZeroDates, "mysql"},                 // PostgreSQL has no zero dates
 		{"numeric_without_precision", confNumeric, "postgres"}, // MySQL has no unbounded numeric
 	}
