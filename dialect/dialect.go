@@ -271,6 +271,25 @@ type Detector interface {
 	Detect(ctx context.Context, db *sql.DB) (Dialect, error)
 }
 
+// columnAware is a dialect whose reads of a table's rows depend on its
+// columns' types.
+type columnAware interface {
+	withColumns(table []string, cols []Column) Dialect
+}
+
+// WithColumns returns d told the types of cols of table, for the statements
+// that read its rows for copying (SelectPage, SelectLast, SelectByKeys,
+// which take column names only): MySQL reads a FLOAT column as a double
+// there, which every protocol carries exactly. Columns it was not told of
+// are read as they are; d itself is unchanged. Call it once per table, with
+// its copied columns, before the reads begin.
+func WithColumns(d Dialect, table []string, cols []Column) Dialect {
+	if a, ok := d.(columnAware); ok {
+		return a.withColumns(table, cols)
+	}
+	return d
+}
+
 // For returns the dialect of an engine.
 func For(e plans.Engine) (Dialect, error) {
 	switch e {

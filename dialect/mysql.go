@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"database/sql"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"strconv"
@@ -25,6 +26,52 @@ type MySQL struct {
 	RowAlias bool   // INSERT … AS new ON DUPLICATE KEY UPDATE c = new.c
 	MariaDB  bool   // MariaDB: JSON columns are longtext with a json_valid check
 	Version  string // the server's VERSION()
+	floats   *floatCols
+}
+
+// floatCols are the FLOAT columns of the tables a MySQL was given by
+// WithColumns: column names by quoted table name. One is never changed
+// once made (a MySQL is copied freely, and read by every shard at once).
+type floatCols map[string]map[string]bool
+
+// withColumns implements columnAware: it keeps table's FLOAT columns.
+func (m MySQL) withColumns(table []string, cols []Column) Dialect {
+	next := floatCols{}
+	if m.floats != nil {
+		maps.Copy(next, *m.floats)
+	}
+	set := map[string]bool{}
+	for _, c := range cols {
+		if c.Base == "float" {
+			set[c.Name] = true
+		}
+	}
+	next[m.Quote(table...)] = set
+	m.floats = &next
+	return m
+}
+
+// asDouble reads a FLOAT column (quoted) as a double: the widening is
+// exact, and a double goes exactly by either protocol, whereas the text
+// protocol (a statement without bind parameters, or every statement with
+// interpolateParams=true) sends a FLOAT with six significant digits.
+func asDouble(col string) string { return col + " + 0e0" }
+
+// selectList is cols of table quoted, the FLOAT columns WithColumns named
+// read as doubles.
+func (m MySQL) selectList(table []string, cols []string) string {
+	var floats map[string]bool
+	if m.floats != nil {
+		floats = (*m.floats)[m.Quote(table...)]
+	}
+	sel := make([]string, len(cols))
+	for i, c := range cols {
+		sel[i] = m.Quote(c)
+		if floats[c] {
+			sel[i] = asDouble(sel[i])
+		}
+	}
+	return strings.Join(sel, ", ")
 }
 
 // Engine implements Dialect.
@@ -289,7 +336,7 @@ func (m MySQL) SelectPage(table []string, cols, key []string, after bool, r Rang
 		where = append(where, m.Quote(key[0])+" <= "+ph(len(key)+1))
 	}
 	var b strings.Builder
-	b.WriteString("SELECT " + m.quoteList(cols) + " FROM " + m.Quote(table...))
+	b.WriteString("SELECT " + m.selectList(table, cols) + " FROM " + m.Quote(table...))
 	if len(where) > 0 {
 		b.WriteString(" WHERE " + strings.Join(where, " AND "))
 	}
@@ -349,7 +396,7 @@ func (m MySQL) SelectLast(table []string, cols, key []string, r Range, limit int
 	for i, k := range key {
 		desc[i] = m.Quote(k) + " DESC"
 	}
-	q.SQL = "SELECT " + m.quoteList(cols) + " FROM " + m.Quote(table...) + " WHERE " + strings.Join(where, " AND ") +
+	q.SQL = "SELECT " + m.selectList(table, cols) + " FROM " + m.Quote(table...) + " WHERE " + strings.Join(where, " AND ") +
 		" ORDER BY " + strings.Join(desc, ", ") + " LIMIT " + strconv.Itoa(limit)
 	return q
 }
@@ -409,7 +456,7 @@ func (m MySQL) keysIn(key []string, n int) string {
 
 // SelectByKeys implements Dialect.
 func (m MySQL) SelectByKeys(table []string, cols, key []string, n int) string {
-	return "SELECT " + m.quoteList(cols) + " FROM " + m.Quote(table...) + " WHERE " + m.keysIn(key, n)
+	return "SELECT " + m.selectList(table, cols) + " FROM " + m.Quote(table...) + " WHERE " + m.keysIn(key, n)
 }
 
 // DeleteByKeys implements Dialect.
@@ -611,9 +658,8 @@ func (m MySQL) CheckpointList() string {
 WHERE plan = ? ORDER BY tbl, shard`
 }
 
-// ScanOrdered implements Dialect: text key columns in byte order. FLOAT
-// columns are read as c + 0e0: the text protocol sends a FLOAT rounded to 6
-// digits, the double is exact.
+// ScanOrdered implements Dialect: text key columns in byte order, FLOAT
+// columns as doubles (asDouble).
 func (m MySQL) ScanOrdered(table []string, cols []Column, key []string, textKey []bool, lo, hi bool) Query {
 	order := make([]string, len(key))
 	for i, k := range key {
@@ -632,7 +678,7 @@ func (m MySQL) ScanOrdered(table []string, cols []Column, key []string, textKey 
 	for i, c := range cols {
 		sel[i] = m.Quote(c.Name)
 		if c.Base == "float" {
-			sel[i] += " + 0e0"
+			sel[i] = asDouble(sel[i])
 		}
 	}
 	var q Query
@@ -690,7 +736,7 @@ func (m MySQL) Checksum(table []string, cols []Column, key []string, lo, hi bool
 		v := m.Quote(c.Name)
 		switch {
 		case c.Base == "float":
-			v = "(" + v + " + 0e0)"
+			v = "(" + asDouble(v) + ")"
 		case c.Base == "timestamp":
 			v = "UNIX_TIMESTAMP(" + v + ")"
 		case !mysqlAsText[c.Base]:

@@ -3,6 +3,7 @@ package dialect_test
 import (
 	"context"
 	"database/sql"
+	"math"
 	"testing"
 	"time"
 
@@ -111,4 +112,82 @@ func TestMySQL_BoundTx(t *testing.T) {
 	if err := frozen.Commit(); err == nil {
 		t.Error("the silent transaction committed after its bound")
 	}
+}
+
+// MySQL reads FLOAT exactly in every statement that reads rows for a copy
+// — the first page (no bind parameters: the text protocol, which sends a
+// FLOAT with six significant digits), later pages, the batch before a
+// resume point, rows by key — also with interpolateParams=true, which
+// sends every statement by the text protocol.
+func TestMySQL_ReadsFloatExactly(t *testing.T) {
+	vals := []float32{1.2345678, 16777216, 3.14159265, -0.000123456789, 3.4028235e38, 1.4e-45}
+	base := testsvc.NewMySQLDB(t)
+	for _, c := range []struct{ name, query string }{{"prepared", ""}, {"interpolateParams", "?interpolateParams=true"}} {
+		t.Run(c.name, func(t *testing.T) {
+			p, err := plans.ParseDSN(base + c.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db, d, err := dialect.Open(t.Context(), dialect.MySQL{}, p, dialect.Session{RawTimes: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			ctx := t.Context()
+			if _, err := db.ExecContext(ctx, "CREATE TABLE IF NOT EXISTS f (id bigint PRIMARY KEY, x float, d double, s varchar(10))"); err != nil {
+				t.Fatal(err)
+			}
+			for i, v := range vals {
+				if _, err := db.ExecContext(ctx, "REPLACE INTO f VALUES (?, ?, ?, ?)", i+1, v, float64(v), "s"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			table, cols, key := []string{"f"}, []string{"id", "x", "d", "s"}, []string{"id"}
+			d = dialect.WithColumns(d, table, []dialect.Column{
+				{Name: "id", Type: "bigint", Base: "bigint"}, {Name: "x", Type: "float", Base: "float"},
+				{Name: "d", Type: "double", Base: "double"}, {Name: "s", Type: "varchar(10)", Base: "varchar"}})
+			read := func(name, q string, args ...any) {
+				t.Helper()
+				rows, err := db.QueryContext(ctx, q, args...)
+				if err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+				defer rows.Close()
+				n := 0
+				for ; rows.Next(); n++ {
+					var id int64
+					var x, dbl any
+					var s string
+					if err := rows.Scan(&id, &x, &dbl, &s); err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					if want := float64(vals[id-1]); asFloat64(x) != want || dbl != want || s != "s" {
+						t.Errorf("%s: row %d: FLOAT read as %T %v, DOUBLE as %T %v, varchar as %q; want %v and \"s\"", name, id, x, x, dbl, dbl, s, want)
+					}
+				}
+				if err := rows.Err(); err != nil || n == 0 {
+					t.Fatalf("%s: %d rows, %v", name, n, err)
+				}
+			}
+			first := d.SelectPage(table, cols, key, false, dialect.Range{}, 3)
+			read("first page", first.SQL, first.Bind([]any{nil, nil, nil})...)
+			next := d.SelectPage(table, cols, key, true, dialect.Range{}, 10)
+			read("later page", next.SQL, next.Bind([]any{int64(3), nil, nil})...)
+			last := d.SelectLast(table, cols, key, dialect.Range{}, 10)
+			read("last batch", last.SQL, last.Bind([]any{int64(len(vals)), nil, nil})...)
+			read("by keys", d.SelectByKeys(table, cols, key, 2), int64(1), int64(5))
+		})
+	}
+}
+
+// asFloat64 is a float read by go-sql-driver (float32 for a FLOAT, float64
+// for a DOUBLE) as a float64; NaN for anything else.
+func asFloat64(v any) float64 {
+	switch x := v.(type) {
+	case float32:
+		return float64(x)
+	case float64:
+		return x
+	}
+	return math.NaN()
 }

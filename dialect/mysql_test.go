@@ -43,6 +43,37 @@ func TestMySQL_SelectPage(t *testing.T) {
 	}
 }
 
+// WithColumns makes the row reads of a table read its FLOAT columns as
+// doubles; other tables, and the dialect it was given, are unchanged.
+func TestMySQL_WithColumns(t *testing.T) {
+	m := MySQL{MariaDB: true}
+	d := WithColumns(m, []string{"s", "t"}, []Column{{Name: "id", Base: "bigint"}, {Name: "x", Base: "float"}, {Name: "y", Base: "double"}})
+	cols, key := []string{"id", "x", "y"}, []string{"id"}
+	if got, want := d.SelectPage([]string{"s", "t"}, cols, key, false, Range{}, 5).SQL,
+		"SELECT `id`, `x` + 0e0, `y` FROM `s`.`t` ORDER BY `id` LIMIT 5"; got != want {
+		t.Errorf("SelectPage\n got %s\nwant %s", got, want)
+	}
+	if got, want := d.SelectLast([]string{"s", "t"}, cols, key, Range{}, 5).SQL,
+		"SELECT `id`, `x` + 0e0, `y` FROM `s`.`t` WHERE `id` <= ? ORDER BY `id` DESC LIMIT 5"; got != want {
+		t.Errorf("SelectLast\n got %s\nwant %s", got, want)
+	}
+	if got, want := d.SelectByKeys([]string{"s", "t"}, cols, key, 2),
+		"SELECT `id`, `x` + 0e0, `y` FROM `s`.`t` WHERE `id` IN (?, ?)"; got != want {
+		t.Errorf("SelectByKeys\n got %s\nwant %s", got, want)
+	}
+	for name, q := range map[string]string{
+		"another table":     d.SelectByKeys([]string{"t"}, cols, key, 1),
+		"the dialect given": m.SelectByKeys([]string{"s", "t"}, cols, key, 1),
+	} {
+		if strings.Contains(q, "0e0") {
+			t.Errorf("%s: %s reads a column as a double", name, q)
+		}
+	}
+	if WithColumns(Postgres{}, []string{"t"}, []Column{{Name: "x", Base: "real"}}) != (Postgres{}) {
+		t.Error("WithColumns changed the PostgreSQL dialect")
+	}
+}
+
 // The fence column is assigned last: MySQL evaluates the assignments left to
 // right, and every earlier guard must read the stored token.
 func TestMySQL_Upsert(t *testing.T) {

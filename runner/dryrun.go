@@ -122,7 +122,7 @@ func (r *Runner) sampleReadRate(ctx context.Context, table []string, cols []dial
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	c := &batch.Copier{Source: r.src, SourceSQL: r.srcD}
+	c := &batch.Copier{Source: r.src, SourceSQL: dialect.WithColumns(r.srcD, table, cols)}
 	start := time.Now()
 	n, err := c.SampleRead(ctx, batch.Spec{Source: table, Columns: names, Key: key, BatchSize: r.plan.BatchSize}, 20)
 	if err != nil || n == 0 {

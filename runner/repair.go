@@ -115,6 +115,7 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 		FenceColumn: r.plan.FenceColumn, Convert: dialect.Converter(r.srcD, r.dstD, cols, dst)}
 	c := r.copier()
 	c.OnBatch = nil
+	c.SourceSQL = dialect.WithColumns(r.srcD, spec.Source, cols)
 	for _, chunk := range chunked(recopy, r.plan.BatchSize) {
 		rows, err := c.ReadRows(ctx, spec, chunk)
 		if err != nil {

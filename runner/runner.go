@@ -274,6 +274,13 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return r.finish(start), err
 	}
+	// Every read of a table's rows, source and target (the takeover's
+	// neighbourhood check), knows its columns' types: MySQL reads FLOAT
+	// exactly only so.
+	for _, j := range jobs {
+		r.srcD = dialect.WithColumns(r.srcD, j.spec.Source, j.src)
+		r.dstD = dialect.WithColumns(r.dstD, j.spec.Target, j.dst)
+	}
 	total, done := r.estimate(ctx, jobs)
 	if r.opts.Progress != nil {
 		r.opts.Progress.Start("copying", total, done)

@@ -32,10 +32,11 @@ func TestConformance(t *testing.T) {
 		{"stale_token_rejected", confStaleToken, ""},
 		{"lower_token_never_overwrites", confLowerToken, ""},
 		{"string_and_composite_keys", confKeys, ""},
-		{"float_nan_inf", confNaN, "postgres"},                 // MySQL cannot store NaN or infinities
 		{"reshard_after_takeover", confReshard, ""},
+		{"float_nan_inf", confNaN, "postgres"},                 // MySQL cannot store NaN or infinities
 		{"zero_dates", confZeroDates, "mysql"},                 // PostgreSQL has no zero dates
 		{"numeric_without_precision", confNumeric, "postgres"}, // MySQL has no unbounded numeric
+		{"float_exact", confFloat, ""},
 	}
 	for _, dir := range directions {
 		t.Run(dir.src+"_to_"+dir.dst, func(t *testing.T) {
@@ -515,4 +516,47 @@ func confNumeric(t *testing.T, e *confEnv) {
 	e.assertTypes(t, tb.name, "id bigint, price decimal(30,10), _fence bigint")
 	tb.cols[1].kind = kNumNorm // the scale is the plan's now
 	assertSameDump(t, e, tb, len(tb.rows))
+}
+
+// confFloat copies single-precision floats (PostgreSQL real, MySQL FLOAT)
+// that six significant digits would round — MariaDB sends FLOAT so by the
+// text protocol — on the first page (no bind parameters) and on later ones,
+// then again through MySQL DSNs with interpolateParams=true (every
+// statement by the text protocol), and repairs rows through those.
+func confFloat(t *testing.T, e *confEnv) {
+	// 7.038531e-26 is the shortest text of a float32 that MySQL, which
+	// parses text as a double first, reads as its neighbour 7.0385313e-26
+	// (LOAD DATA is text).
+	vals := []float32{1.2345678, 16777216, 3.14159265, -0.000123456789, 7.038531e-26, 0.1, 1.17549435e-38, 1.4e-45, -16777215, 3.4028235e38}
+	e.batchSize = 5 // the first page holds the first five values, later pages all of them again
+	for _, interp := range []bool{false, true} {
+		tb := &table{name: "floats", key: []string{"id"}, cols: []col{{"id", "bigint", kNum}, {"x", "float", kFloat32}}}
+		for i := range 2 * len(vals) {
+			tb.rows = append(tb.rows, []any{int64(i + 1), vals[i%len(vals)]})
+		}
+		tb.rows = append(tb.rows, []any{int64(len(tb.rows) + 1), nil})
+		if interp {
+			if e.src != mysqlEngine && e.dst != mysqlEngine {
+				continue
+			}
+			tb.name, e.name = "floats_ip", e.name+"_ip"
+			for _, u := range []*string{&e.srcURL, &e.dstURL} {
+				if strings.HasPrefix(*u, "mysql://") {
+					*u += "?interpolateParams=true"
+				}
+			}
+		}
+		tb.create(t, e.src, e.srcDB)
+		plan := e.plan(t, planTable{name: tb.name, key: tb.key})
+		r := runMigrate(t, "run", "-p", plan)
+		assertSameDump(t, e, tb, len(tb.rows)) // first: it names a rounded value
+		wantCode(t, r, 0)
+		if !interp {
+			continue
+		}
+		q := e.dst.quote
+		tamper(t, e, 2, fmt.Sprintf("UPDATE %s SET %s = 0 WHERE %s IN (1, %d)", q(tb.name), q("x"), q("id"), len(vals)+3))
+		wantCode(t, runMigrate(t, "repair", "-p", plan), 0)
+		assertSameDump(t, e, tb, len(tb.rows))
+	}
 }
