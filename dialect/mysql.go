@@ -258,8 +258,10 @@ func (MySQL) where(table []string) (string, []any) {
 	return cond, []any{nil, table[0]}
 }
 
-// Columns implements Dialect. MariaDB keeps JSON as longtext with a
-// json_valid check; its base is reported as "json". The check's text
+// Columns implements Dialect. The type is column_type as the server spells
+// it: ENUM and SET members keep their case ('PG-13'; 'a' and 'A' may both be
+// members under a case-sensitive collation). MariaDB keeps JSON as longtext
+// with a json_valid check; its base is reported as "json". The check's text
 // quotes the column name as an identifier (a backtick doubled).
 func (m MySQL) Columns(table []string) (string, []any) {
 	cond, args := m.where(table)
@@ -269,7 +271,7 @@ func (m MySQL) Columns(table []string) (string, []any) {
   WHERE k.constraint_schema = c.table_schema AND k.table_name = c.table_name
   AND k.check_clause = CONCAT('json_valid(` + "`" + `', REPLACE(c.column_name, '` + "`" + `', '` + "``" + `'), '` + "`" + `)')) THEN 'json' ELSE LOWER(c.data_type) END`
 	}
-	return `SELECT c.column_name, LOWER(c.column_type), ` + base + `, c.is_nullable = 'NO'
+	return `SELECT c.column_name, c.column_type, ` + base + `, c.is_nullable = 'NO'
 FROM information_schema.columns c WHERE ` + strings.ReplaceAll(cond, "table_", "c.table_") + `
 ORDER BY c.ordinal_position`, args
 }

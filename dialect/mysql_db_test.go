@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -190,4 +191,39 @@ func asFloat64(v any) float64 {
 		return x
 	}
 	return math.NaN()
+}
+
+// MySQL's catalog gives ENUM and SET types with their members as the
+// source spells them (a MySQL target creates them from it).
+func TestMySQL_ColumnsKeepCase(t *testing.T) {
+	db, d := openMySQL(t)
+	ctx := t.Context()
+	ddl := "CREATE TABLE film (id int PRIMARY KEY, rating ENUM('G','PG','PG-13','R','NC-17'), " +
+		"grade enum('a','A') CHARACTER SET utf8mb4 COLLATE utf8mb4_bin, tags SET('Red','red','BLUE') CHARACTER SET utf8mb4 COLLATE utf8mb4_bin)"
+	if _, err := db.ExecContext(ctx, ddl); err != nil {
+		t.Fatal(err)
+	}
+	q, args := d.Columns([]string{"film"})
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []string
+	for rows.Next() {
+		var c dialect.Column
+		if err := rows.Scan(&c.Name, &c.Type, &c.Base, &c.NotNull); err != nil {
+			t.Fatal(err)
+		}
+		if c.Base == "enum" || c.Base == "set" {
+			got = append(got, c.Name+" "+c.Type+" "+c.Base)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"rating enum('G','PG','PG-13','R','NC-17') enum", "grade enum('a','A') enum", "tags set('Red','red','BLUE') set"}
+	if strings.Join(got, "; ") != strings.Join(want, "; ") {
+		t.Errorf("columns\n got %s\nwant %s", strings.Join(got, "; "), strings.Join(want, "; "))
+	}
 }

@@ -7,6 +7,7 @@ package main_test
 // written here, never by migrate's own verification.
 
 import (
+	"database/sql"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -37,6 +38,7 @@ func TestConformance(t *testing.T) {
 		{"zero_dates", confZeroDates, "mysql"},                 // PostgreSQL has no zero dates
 		{"numeric_without_precision", confNumeric, "postgres"}, // MySQL has no unbounded numeric
 		{"float_exact", confFloat, ""},
+		{"enum_set_case", confEnumCase, "mysql"}, // MySQL ENUM and SET
 	}
 	for _, dir := range directions {
 		t.Run(dir.src+"_to_"+dir.dst, func(t *testing.T) {
@@ -558,5 +560,58 @@ func confFloat(t *testing.T, e *confEnv) {
 		tamper(t, e, 2, fmt.Sprintf("UPDATE %s SET %s = 0 WHERE %s IN (1, %d)", q(tb.name), q("x"), q("id"), len(vals)+3))
 		wantCode(t, runMigrate(t, "repair", "-p", plan), 0)
 		assertSameDump(t, e, tb, len(tb.rows))
+	}
+}
+
+// confEnumCase copies MySQL ENUM and SET columns whose members are in
+// mixed case (the sakila film table's rating and special_features), some
+// differing only by case (a case-sensitive collation allows that): the
+// target's types keep the members as the source spells them.
+func confEnumCase(t *testing.T, e *confEnv) {
+	const bin = " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+	tb := &table{name: "film", key: []string{"film_id"}, cols: []col{
+		{"film_id", "bigint", kNum},
+		{"rating", "=ENUM('G','PG','PG-13','R','NC-17') DEFAULT 'G'", kText},
+		{"special_features", "=SET('Trailers','Commentaries','Deleted Scenes','Behind the Scenes')", kText},
+		{"grade", "=ENUM('a','A','b','B')" + bin, kText},
+		{"tags", "=SET('x','X','Yy')" + bin, kText},
+	}, rows: [][]any{
+		{int64(1), "PG-13", "Trailers,Deleted Scenes", "A", "x,X"},
+		{int64(2), "NC-17", "Behind the Scenes", "a", "X"},
+		{int64(3), "G", "", "B", "Yy"},
+		{int64(4), "R", "Trailers,Commentaries,Deleted Scenes,Behind the Scenes", "b", "x,X,Yy"},
+		{int64(5), nil, nil, nil, nil},
+	}}
+	tb.create(t, e.src, e.srcDB)
+	r := runMigrate(t, "run", "-p", e.plan(t, planTable{name: tb.name, key: tb.key}))
+	wantCode(t, r, 0)
+	assertSameDump(t, e, tb, len(tb.rows))
+	if e.dst != mysqlEngine {
+		e.assertTypes(t, tb.name, "film_id bigint, rating text, special_features text, grade text, tags text, _fence bigint")
+		return
+	}
+	q := `SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS
+WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND DATA_TYPE IN ('enum', 'set') ORDER BY ORDINAL_POSITION`
+	types := func(db *sql.DB) string {
+		rows, err := db.QueryContext(t.Context(), q, tb.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var c, typ string
+			if err := rows.Scan(&c, &typ); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, c+" "+typ)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(out, ", ")
+	}
+	if src, dst := types(e.srcDB), types(e.dstDB); src != dst {
+		t.Errorf("target ENUM and SET columns\n got %s\nwant %s", dst, src)
 	}
 }
