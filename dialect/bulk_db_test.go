@@ -180,3 +180,45 @@ func TestMySQL_InsertNew(t *testing.T) {
 		t.Errorf("%d rows, %v; want the 4 first ones only", count, err)
 	}
 }
+
+// LOAD DATA writes a float32 as the upsert does, by the exact text of its
+// double: MySQL parses a number's text as a double before it rounds it to
+// a FLOAT, so the float32's own shortest text can land on its neighbour
+// (7.038531e-26 on 7.0385313e-26) or out of range (3.4028235e38).
+func TestMySQL_InsertNewFloat32(t *testing.T) {
+	db, d := openMySQL(t)
+	ctx := t.Context()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE f (id bigint PRIMARY KEY, r float, g double, _fence bigint NOT NULL DEFAULT 0)"); err != nil {
+		t.Fatal(err)
+	}
+	vals := []float32{7.038531e-26, 3.4028235e38, 1.2345678, 1.4e-45}
+	var rows [][]any
+	for i, v := range vals {
+		rows = append(rows, []any{int64(i), v, v})
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dialect.InsertNew(ctx, d.(dialect.BulkInserter), conn, []string{"f"}, tableColumns(t, db, d, "f"), "_fence", 1, rows); err != nil {
+		_ = tx.Rollback()
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range vals {
+		var r, g float64
+		if err := db.QueryRowContext(ctx, "SELECT r + 0e0, g FROM f WHERE id = ?", i).Scan(&r, &g); err != nil {
+			t.Fatal(err)
+		}
+		if r != float64(v) || g != float64(v) {
+			t.Errorf("float32 %v read back as FLOAT %v, DOUBLE %v; want %v", v, r, g, float64(v))
+		}
+	}
+}

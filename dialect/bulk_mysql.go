@@ -87,7 +87,10 @@ func myLoadText(b []byte, v any, c Column) ([]byte, bool) {
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 			return b, false
 		}
-		return strconv.AppendFloat(b, float64(x), 'g', -1, 32), true
+		// The double's text, as the upsert sends it: MySQL parses the
+		// text as a double, then rounds that to a FLOAT, which from the
+		// float32's own shortest text can give its neighbour.
+		return strconv.AppendFloat(b, float64(x), 'g', -1, 64), true
 	case time.Time:
 		x = x.UTC()
 		if y := x.Year(); y < 1 || y > 9999 {
