@@ -1,0 +1,136 @@
+package main_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// Setup killed at each of its steps, on both target engines (issue 12,
+// item 7): after the target table's DDL and the helper tables, before any
+// checkpoint; between two checkpoint inserts; at the last one. The test
+// stops setup at the step by holding the lock its next statement needs,
+// sees it wait there, SIGKILLs it and lets go. Running again must finish the
+// copy: MySQL's setup used to insert each checkpoint in its own autocommit,
+// so a kill between them left some shards without one, and every later run
+// was refused (exit 2) until rows were deleted by hand.
+func TestSetup_KilledAtEachStep(t *testing.T) {
+	t.Parallel()
+	steps := []struct {
+		name  string
+		shard int // the checkpoint insert to stop at; -1: the first statement on the checkpoints
+	}{{"before_checkpoints", -1}, {"between_checkpoints", 1}, {"last_checkpoint", 2}}
+	for _, dst := range []string{"postgres", "mysql"} {
+		for _, step := range steps {
+			t.Run(dst+"/"+step.name, func(t *testing.T) {
+				t.Parallel()
+				e := newConfEnv(t, pgEngine, engines[dst])
+				// The helper tables exist, as on any target a plan has run on.
+				seed := &table{name: "seed", key: []string{"id"}, cols: []col{{"id", "bigint", kNum}}, rows: [][]any{{int64(1)}}}
+				seed.create(t, e.src, e.srcDB)
+				name := e.name
+				e.name += "_seed"
+				wantCode(t, runMigrate(t, "run", "-p", e.plan(t, planTable{name: seed.name, key: seed.key})), 0)
+				e.name = name
+
+				const n = 3000
+				tb := bigTable(n)
+				tb.create(t, e.src, e.srcDB)
+				plan := e.plan(t, planTable{name: tb.name, key: tb.key, shards: 3})
+				release := blockSetup(t, e, tb.name, step.shard)
+				p := startMigrate(t, "run", "-p", plan, "--instance", "killed")
+				waitBlocked(t, e, p)
+				p.kill(t)
+				release()
+
+				r := runMigrate(t, "run", "-p", plan, "--json")
+				wantCode(t, r, 0)
+				assertSameDump(t, e, tb, n)
+				for shard := range 3 {
+					if cp, ok := e.checkpointOf(t, e.dstDB, tb.name, shard); !ok || cp.state != "done" {
+						t.Errorf("shard %d: checkpoint %+v (found %v), want done", shard, cp, ok)
+					}
+				}
+			})
+		}
+	}
+}
+
+// blockSetup holds, on a connection of its own, the lock that setup's
+// statement on the checkpoints needs: the checkpoint row of shard (an
+// uncommitted insert of it), or with shard < 0 the checkpoint table itself.
+// The returned func lets go.
+func blockSetup(t *testing.T, e *confEnv, table string, shard int) func() {
+	t.Helper()
+	ctx := t.Context()
+	conn, err := e.dstDB.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := e.dst.quote("_migrate_checkpoint")
+	var unlock string
+	must := func(stmt string, args ...any) {
+		t.Helper()
+		if _, err := conn.ExecContext(ctx, stmt, args...); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	switch {
+	case shard < 0 && e.dst == mysqlEngine:
+		must("LOCK TABLES " + q + " WRITE")
+		unlock = "UNLOCK TABLES"
+	case shard < 0:
+		must("BEGIN")
+		must("LOCK TABLE " + q + " IN ACCESS EXCLUSIVE MODE")
+		unlock = "ROLLBACK"
+	default:
+		must("BEGIN")
+		must(fmt.Sprintf("INSERT INTO %s (plan, tbl, shard) VALUES (%s, %s, %s)", q, e.dst.ph(1), e.dst.ph(2), e.dst.ph(3)), e.name, table, shard)
+		unlock = "ROLLBACK"
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			_, err := conn.ExecContext(context.Background(), unlock)
+			_ = conn.Close()
+			if err != nil {
+				t.Errorf("%s: %v", unlock, err)
+			}
+		}
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// waitBlocked waits until a session of the target's database other than
+// the test's waits for a lock (MySQL: runs a statement on the checkpoints,
+// which only the held lock can keep running).
+func waitBlocked(t *testing.T, e *confEnv, p *proc) {
+	t.Helper()
+	q := `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
+	if e.dst == mysqlEngine { // the test's own session is idle; the rest needs the PROCESS privilege
+		q = `SELECT count(*) FROM information_schema.processlist
+WHERE db = DATABASE() AND id <> CONNECTION_ID() AND command IN ('Query', 'Execute') AND info LIKE '%_migrate_checkpoint%'`
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var n int64
+		if err := e.dstDB.QueryRowContext(t.Context(), q).Scan(&n); err != nil && err != sql.ErrNoRows {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("migrate exited before setup was blocked:\n%s", p.wait(t))
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("setup never waited on the held lock within 60s\n%s", p.stderr.String())
+		}
+	}
+}
