@@ -96,6 +96,19 @@ func Classify(err error) Class {
 	return Other
 }
 
+// LockTimeout reports whether err is a lock wait that timed out (MySQL
+// 1205; PostgreSQL's lock_timeout, 55P03): another session holds the row,
+// such as a frozen holder's transaction that its server-side bounds have
+// not ended yet. Waiting longer may pass.
+func LockTimeout(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "55P03"
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1205
+}
+
 var (
 	mysqlColumn = regexp.MustCompile(`(?i)\bcolumn '((?:[^']|'')+)'`)
 	pgCopyWhere = regexp.MustCompile(`\bcolumn ((?:"(?:[^"]|"")+")|[^\s:]+)`)

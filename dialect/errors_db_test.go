@@ -165,3 +165,53 @@ func TestClassify_TLS(t *testing.T) {
 		t.Errorf("TLS refused: %v is %v, want other", err, dialect.Classify(err))
 	}
 }
+
+// TestLockTimeout: a lock wait the server ended is told apart from other
+// errors on both engines (a takeover's claim waits so for a frozen holder's
+// transaction, and keeps waiting instead of counting a failure).
+func TestLockTimeout(t *testing.T) {
+	ctx := t.Context()
+	pg := testsvc.OpenPostgres(t, testsvc.NewPostgresDB(t))
+	my, _ := openMySQL(t)
+	for _, c := range []struct {
+		name  string
+		db    *sql.DB
+		bound string
+	}{
+		{"postgres", pg, `SET lock_timeout = '200ms'`},
+		{"mysql", my, `SET SESSION innodb_lock_wait_timeout = 1`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := c.db.ExecContext(ctx, `CREATE TABLE w (id int PRIMARY KEY, v int)`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.db.ExecContext(ctx, `INSERT INTO w VALUES (1, 0)`); err != nil {
+				t.Fatal(err)
+			}
+			holder, err := c.db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = holder.Rollback() }()
+			if _, err := holder.ExecContext(ctx, `UPDATE w SET v = 1 WHERE id = 1`); err != nil {
+				t.Fatal(err)
+			}
+			conn, err := c.db.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.ExecContext(ctx, c.bound); err != nil {
+				t.Fatal(err)
+			}
+			_, err = conn.ExecContext(ctx, `UPDATE w SET v = 2 WHERE id = 1`)
+			if err == nil || !dialect.LockTimeout(err) {
+				t.Errorf("waiting on a held row: %v, want a lock timeout", err)
+			}
+			_, err = conn.ExecContext(ctx, `SELEC 1`)
+			if dialect.LockTimeout(err) {
+				t.Errorf("%v is not a lock timeout", err)
+			}
+		})
+	}
+}

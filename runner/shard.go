@@ -89,8 +89,10 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 		case errors.As(err, &retry) || !errors.Is(err, ErrHalted) && !errors.Is(err, ErrFenced):
 			// Anything else failed before a row was written (reading the
 			// checkpoint, the lease, the takeover): try again, a few times,
-			// or while a database is unavailable, up to the outage limit.
-			if dialect.Classify(err) == dialect.Unavailable {
+			// or while a database is unavailable or the claim waits for the
+			// previous holder's transaction to end (its server-side bounds
+			// end it), up to the outage limit.
+			if dialect.Classify(err) == dialect.Unavailable || dialect.LockTimeout(err) {
 				if outage.IsZero() {
 					outage = time.Now()
 				}
