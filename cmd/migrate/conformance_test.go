@@ -592,25 +592,7 @@ func confEnumCase(t *testing.T, e *confEnv) {
 	}
 	q := `SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS
 WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND DATA_TYPE IN ('enum', 'set') ORDER BY ORDINAL_POSITION`
-	types := func(db *sql.DB) string {
-		rows, err := db.QueryContext(t.Context(), q, tb.name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var c, typ string
-			if err := rows.Scan(&c, &typ); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, c+" "+typ)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return strings.Join(out, ", ")
-	}
+	types := func(db *sql.DB) string { return strings.Join(queryStrings(t, db, q, tb.name), ", ") }
 	if src, dst := types(e.srcDB), types(e.dstDB); src != dst {
 		t.Errorf("target ENUM and SET columns\n got %s\nwant %s", dst, src)
 	}
