@@ -15,8 +15,8 @@ const runwaySlack = 20 * time.Millisecond
 // deadline, which a renewal moves forward.
 type pace struct {
 	perRow   time.Duration // a batch's write time per row, moving average; 0 before the first
-	longest  time.Duration // the longest runway seen
-	renewed  bool          // the deadline has moved since the first look: longest is what a renewal gives
+	runway   time.Duration // the runway a batch can count on: the longest seen, until lowered
+	lowered  bool          // runway was lowered to what renewals give now
 	deadline time.Time     // the deadline at the last look
 	piece    int           // rows in a batch when a page does not fit the runway; 0 while pages fit
 }
@@ -27,12 +27,12 @@ func (p *pace) need(n int) time.Duration {
 	return 2*p.perRow*time.Duration(n) + runwaySlack
 }
 
-// fits is how many rows the longest runway seen can carry.
+// fits is how many rows the runway can carry.
 func (p *pace) fits() int {
 	if p.perRow == 0 {
 		return math.MaxInt
 	}
-	return int((p.longest - runwaySlack) / (2 * p.perRow))
+	return int((p.runway - runwaySlack) / (2 * p.perRow))
 }
 
 // wrote records a committed batch of n rows that took d.
@@ -66,32 +66,44 @@ func (s smaller) Error() string { return s.err.Error() }
 func (s smaller) Unwrap() error { return s.err }
 
 // runway waits until a batch can commit before the lease's local deadline
-// and returns how many of the n rows it may hold: all, unless the longest
-// runway a renewal gives cannot carry them (a batch taking more than about
-// 0.45 × lease_ttl), then as many as it can. Waiting for a runway that never
+// and returns how many of the n rows it may hold: all, unless the runway a
+// renewal gives cannot carry them (a batch taking more than about 0.45 ×
+// lease_ttl), then as many as it can. Waiting for a runway that never
 // comes would keep the lease renewed with nothing written and no standby
-// able to take over; a shard where not even one row fits halts.
+// able to take over, so a wait that has seen two renewals without enough
+// runway counts on 80% of the longest it saw since (renewals under load
+// come back later, giving less than the first grant did) and shrinks the
+// batch to that; a shard where not even one row fits halts.
 func (c *Copier) runway(ctx context.Context, spec Spec, lease Lease, n int, p *pace) (int, error) {
 	lctx := lease.Context()
+	var seen time.Duration // the longest runway seen in this wait
+	renewals, stalled := 0, false
 	for {
 		d := lease.Deadline()
 		if !p.deadline.IsZero() && d.After(p.deadline) {
-			p.renewed = true
+			renewals++
 		}
 		p.deadline = d
 		left := time.Until(d)
-		p.longest = max(p.longest, left)
+		seen = max(seen, left)
+		if !p.lowered {
+			p.runway = max(p.runway, left)
+		}
+		if renewals >= 2 && left < p.need(max(min(n, p.fits()), 1)) {
+			p.runway, p.lowered, renewals, stalled = seen*8/10, true, 0, true
+		}
 		if m := p.fits(); m < n {
-			if m < 1 && p.renewed {
-				return 0, permanent{fmt.Errorf("%w: %s: writing one row takes about %v and a batch starts only with twice its time left before the lease's local deadline, which a renewal puts at most %v ahead: raise lease_ttl",
-					ErrHalted, spec.Shard, p.perRow.Round(time.Microsecond), p.longest.Round(time.Millisecond))}
-			}
-			if m >= 1 {
+			if m < 1 {
+				if stalled {
+					return 0, permanent{fmt.Errorf("%w: %s: writing one row takes about %v and a batch starts only with twice its time left before the lease's local deadline, which renewals put at most %v ahead: raise lease_ttl",
+						ErrHalted, spec.Shard, p.perRow.Round(time.Microsecond), seen.Round(time.Millisecond))}
+				}
+			} else {
 				n = m
 				if p.piece == 0 && c.Log != nil {
 					c.Log.Warn("a batch does not fit the lease's runway; writing smaller batches (raise lease_ttl or lower batch_size)",
 						"shard", spec.Shard.String(), "batch_size", spec.BatchSize, "rows", m,
-						"per_row", p.perRow, "runway", p.longest.Round(time.Millisecond))
+						"per_row", p.perRow, "runway", p.runway.Round(time.Millisecond))
 				}
 				p.piece = m
 			}
