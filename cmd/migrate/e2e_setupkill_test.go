@@ -41,7 +41,7 @@ func TestSetup_KilledAtEachStep(t *testing.T) {
 				plan := e.plan(t, planTable{name: tb.name, key: tb.key, shards: 3})
 				release := blockSetup(t, e, tb.name, step.shard)
 				p := startMigrate(t, "run", "-p", plan, "--instance", "killed")
-				waitBlocked(t, e, p)
+				waitBlocked(t, e, p, "_migrate_checkpoint")
 				p.kill(t)
 				release()
 
@@ -106,19 +106,21 @@ func blockSetup(t *testing.T, e *confEnv, table string, shard int) func() {
 }
 
 // waitBlocked waits until a session of the target's database other than
-// the test's waits for a lock (MySQL: runs a statement on the checkpoints,
-// which only the held lock can keep running).
-func waitBlocked(t *testing.T, e *confEnv, p *proc) {
+// the test's waits for a lock in a statement naming table (MySQL, where
+// that needs the PROCESS privilege: has run such a statement for a second,
+// which only a held lock makes it do here).
+func waitBlocked(t *testing.T, e *confEnv, p *proc, table string) {
 	t.Helper()
-	q := `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`
-	if e.dst == mysqlEngine { // the test's own session is idle; the rest needs the PROCESS privilege
+	q := `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
+  AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`
+	if e.dst == mysqlEngine {
 		q = `SELECT count(*) FROM information_schema.processlist
-WHERE db = DATABASE() AND id <> CONNECTION_ID() AND command IN ('Query', 'Execute') AND info LIKE '%_migrate_checkpoint%'`
+WHERE db = DATABASE() AND id <> CONNECTION_ID() AND command IN ('Query', 'Execute') AND time >= 1 AND LOCATE(?, info) > 0`
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		var n int64
-		if err := e.dstDB.QueryRowContext(t.Context(), q).Scan(&n); err != nil && err != sql.ErrNoRows {
+		if err := e.dstDB.QueryRowContext(t.Context(), q, table).Scan(&n); err != nil && err != sql.ErrNoRows {
 			t.Fatal(err)
 		}
 		if n > 0 {
