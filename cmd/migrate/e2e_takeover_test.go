@@ -166,13 +166,28 @@ func TestRun_ParallelShares(t *testing.T) {
 }
 
 // twoShare runs two instances with --parallel 2 on plan's 8-shard table
-// "big" of n rows, the second started once the first is copying: both
-// write, every shard once, no takeover.
+// "big" of n rows (ids 1..n; n/8 a multiple of twice the batch size), the
+// second started once the first is copying: both write, every shard once,
+// no takeover. A gate in the target stops every shard in its middle: the
+// first instance's two shards wait there until the second holds two of the
+// others, so the first cannot have taken every shard before the second
+// starts, however fast it copies.
 func twoShare(t *testing.T, e *env, plan string, n int64) {
 	t.Helper()
+	per := n / 8 // shard i holds (i*per, (i+1)*per]
+	g := gateBig(t, e, fmt.Sprintf("NEW.id %% %d > %d", per, per/2))
 	a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a", "--parallel", "2")
-	waitProgress(t, a, e.dst, e.name, "big", 1000, n/2)
+	g.waitHeld(t, a, 2)
 	b := startMigrate(t, "run", "-p", plan, "--json", "--instance", "b", "--parallel", "2")
+	poll(t, 60*time.Second, "the second instance to hold two shards", func() bool {
+		select {
+		case <-b.done:
+			t.Fatalf("the second instance exited before it held a shard:\n%s", b.wait(t))
+		default:
+		}
+		return queryInt(t, e.dst, `SELECT count(*) FROM _migrate_fence WHERE plan = $1 AND owner LIKE 'b-%'`, e.name) == 2
+	})
+	g.openAll(t)
 	var total int64
 	for _, p := range []*proc{a, b} {
 		r := p.wait(t)
