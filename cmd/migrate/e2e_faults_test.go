@@ -109,6 +109,16 @@ func TestStatus_JSON(t *testing.T) {
 		t.Errorf("before any run: tables %v leases %v, want none", tables, leases)
 	}
 
+	// The source table locked, the holder waits for its first read with the
+	// lease held: status sees it running, however fast the copy would be.
+	lock, err := e.src.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback() }()
+	if _, err := lock.ExecContext(t.Context(), `LOCK TABLE big IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
 	p := startMigrate(t, "run", "-p", plan, "--instance", "probe")
 	var tables, leases []map[string]any
 	poll(t, 60*time.Second, "a lease in status --json", func() bool {
@@ -134,6 +144,9 @@ func TestStatus_JSON(t *testing.T) {
 		t.Errorf("tables while running: %v", tables)
 	}
 
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
 	wantCode(t, p.wait(t), 0)
 	tables, leases = statusOf(t, plan)
 	if len(leases) != 0 {
