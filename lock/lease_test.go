@@ -25,9 +25,13 @@ func (r *recorder) all() []error {
 	return append([]error(nil), r.errs...)
 }
 
+// TestLease_Lost: a lease tampered with from outside is lost at its next
+// renewal. The lease renews every 100ms but is valid for nearly 3s, so the
+// renewal, however late a loaded machine runs it, comes before the local
+// deadline: it is the renewal, not the deadline, that ends the lease.
 func TestLease_Lost(t *testing.T) {
 	rdb := sharedClient(t)
-	const ttl = 300 * time.Millisecond
+	const ttl, every = 3 * time.Second, 100 * time.Millisecond
 	for _, tc := range []struct {
 		name    string
 		tamper  func(ctx context.Context, base string) error
@@ -45,18 +49,19 @@ func TestLease_Lost(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var rec recorder
-			l := newLocker(t, rdb, Options{TTL: ttl, OnRenewFailure: rec.add})
+			l := newLocker(t, rdb, Options{TTL: ttl, RenewEvery: every, OnRenewFailure: rec.add})
 			base := newBase(t, rdb)
 			le := mustAcquire(t, l, base, NewOwnerID("a"))
 			if err := tc.tamper(t.Context(), base); err != nil {
 				t.Fatal(err)
 			}
-			waitDone(t, le, l.opts.RenewEvery+100*time.Millisecond)
+			deadline := le.Deadline() // not renewed since the grant: final
+			end := waitDone(t, le, time.Until(deadline)+time.Second)
 			if cause := context.Cause(le.Context()); cause != ErrLost {
 				t.Fatalf("cause = %v, want ErrLost", cause)
 			}
-			if errs := rec.all(); len(errs) != 1 || !errors.Is(errs[0], ErrNotOwner) {
-				t.Errorf("renew failures = %v, want one ErrNotOwner", errs)
+			if errs := rec.all(); len(errs) != 1 || !errors.Is(errs[0], ErrNotOwner) || !end.Before(deadline) {
+				t.Errorf("renew failures = %v, lost %v before the deadline; want one ErrNotOwner, before it", errs, deadline.Sub(end))
 			}
 			// Not renewed: about TTL - RenewEvery left (a renewal would have
 			// put it back near TTL); half a period of slack for the time
@@ -65,7 +70,13 @@ func TestLease_Lost(t *testing.T) {
 			if tc.keyLeft && pttl > ttl-l.opts.RenewEvery/2 {
 				t.Errorf("someone else's lease was renewed: pttl %v", pttl)
 			}
-			time.Sleep(2 * l.opts.RenewEvery) // would a stray renewal bring it back?
+			// Would a stray renewal bring it back? None can come once the
+			// renewal goroutine has returned.
+			select {
+			case <-le.done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the renewal goroutine still runs 10s after the loss")
+			}
 			if !errors.Is(context.Cause(le.Context()), ErrLost) || alive(le) {
 				t.Error("lease came back")
 			}
@@ -98,9 +109,12 @@ func TestLease_Deadline(t *testing.T) {
 		l := newLocker(t, rdb, Options{TTL: ttl, OnRenewFailure: rec.add})
 		le := mustAcquire(t, l, "migrate:{stop}", NewOwnerID("a"))
 		d0 := le.Deadline()
-		time.Sleep(l.opts.RenewEvery + 100*time.Millisecond) // one renewal done
-		if !le.Deadline().After(d0) {
-			t.Fatal("no renewal before the stop")
+		for !le.Deadline().After(d0) { // one renewal done
+			select {
+			case <-le.Done():
+				t.Fatalf("lease lost before its first renewal: %v", context.Cause(le.Context()))
+			case <-time.After(5 * time.Millisecond):
+			}
 		}
 		srv.Stop()
 		stopped := time.Now()
@@ -161,9 +175,13 @@ func TestLocker_WaitFree(t *testing.T) {
 	l := newLocker(t, rdb, Options{TTL: ttl})
 
 	t.Run("free at once", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+		// At once: before the first poll period (1s, less 20% jitter, with
+		// a 10s TTL) could have ended; a Redis call, however slow a loaded
+		// machine makes it, takes far less.
+		lw := newLocker(t, rdb, Options{TTL: 10 * time.Second})
+		ctx, cancel := context.WithTimeout(t.Context(), lw.opts.PollEvery*8/10)
 		defer cancel()
-		if err := l.WaitFree(ctx, newBase(t, rdb)); err != nil {
+		if err := lw.WaitFree(ctx, newBase(t, rdb)); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -231,6 +249,7 @@ func TestLease_Previous(t *testing.T) {
 	t.Run("takeover after expiry", func(t *testing.T) {
 		base := newBase(t, rdb)
 		dead := NewOwnerID("dead")
+		start := time.Now()
 		g, err := l.acquire(t.Context(), base, dead)
 		if err != nil {
 			t.Fatal(err)
@@ -239,12 +258,14 @@ func TestLease_Previous(t *testing.T) {
 			t.Fatal(err)
 		}
 		le := mustAcquire(t, l, base, NewOwnerID("b"))
+		took := time.Since(start)
 		p := le.Previous()
 		if p.Owner != dead || p.Token != g.token || p.Released || !p.RenewedAt.Equal(g.at) {
 			t.Errorf("previous = %+v, want %s token %d at %v", p, dead, g.token, g.at)
 		}
-		if w := le.Wait(); w < ttl-time.Millisecond || w > ttl+l.opts.PollEvery+100*time.Millisecond {
-			t.Errorf("wait = %v, want about %v", w, ttl)
+		// The server's times of both grants fall between start and now.
+		if w := le.Wait(); w < ttl-time.Millisecond || w > took || w != le.AcquiredAt().Sub(g.at) {
+			t.Errorf("wait = %v, want the %v between the grants by the server's clock: at least the TTL %v, at most the %v they took", w, le.AcquiredAt().Sub(g.at), ttl, took)
 		}
 		if le.Token() <= g.token {
 			t.Errorf("token %d not above %d", le.Token(), g.token)

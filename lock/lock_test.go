@@ -224,7 +224,8 @@ func TestLocker_RaiseToken(t *testing.T) {
 		if err := rdb.FlushAll(t.Context()).Err(); err != nil {
 			t.Fatal(err)
 		}
-		waitDone(t, held, l.opts.RenewEvery+200*time.Millisecond) // the holder learns at its next renewal
+		// The holder learns at its next renewal, or at its deadline at the latest.
+		waitDone(t, held, time.Until(held.Deadline())+time.Second)
 		if cause := context.Cause(held.Context()); cause != ErrLost {
 			t.Errorf("holder's cause after FLUSHALL = %v", cause)
 		}
