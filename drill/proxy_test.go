@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/Shopify/toxiproxy/v2/toxics"
 )
 
 // echoServer answers every line with the same line, on 127.0.0.1.
@@ -88,18 +90,21 @@ func TestProxy_Faults(t *testing.T) {
 		if _, err := roundTrip(t, c, r, 300*time.Millisecond); err == nil {
 			t.Fatal("a held line came back")
 		}
-		if h := p.Holding(); h.Bytes != 5 || h.Chunks != 1 || !h.Released.IsZero() {
+		h := p.Holding()
+		seen := time.Now()
+		if h.Bytes != 5 || h.Chunks != 1 || !h.Released.IsZero() {
 			t.Errorf("holding %+v, want the 5 bytes of one line, not released", h)
 		}
 		time.Sleep(100 * time.Millisecond)
+		releasing := time.Now()
 		h, err := p.Release()
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Held through the 300ms wait and the 100ms sleep, less the time
-		// the line took to reach the proxy (First is stamped there).
-		if h.Bytes != 5 || h.Released.Sub(h.First) < 350*time.Millisecond {
-			t.Errorf("released %+v, want 5 bytes held about 400ms", h)
+		// Held from before it was seen held until Release was called: by
+		// the clock of the process, whatever the scheduling in between.
+		if h.Bytes != 5 || h.First.After(seen) || h.Released.Before(releasing) {
+			t.Errorf("released %+v, want 5 bytes held from before %v until after %v (Release)", h, seen, releasing)
 		}
 		// The late line arrives now, on the same connection.
 		if err := c.SetDeadline(time.Now().Add(time.Second)); err != nil {
@@ -199,19 +204,42 @@ func TestProxy_SlowZeroEnds(t *testing.T) {
 	}
 	defer p.Close()
 	c, r := dial(t, p)
+	// The proxy's toxics tell what delays it applies; a round trip on a
+	// loaded machine can take longer than them, never shorter.
+	latencies := func() []int64 {
+		var out []int64
+		for _, x := range p.p.Toxics.GetToxicArray() {
+			w, ok := x.(*toxics.ToxicWrapper)
+			if !ok {
+				t.Fatalf("toxic %T", x)
+			}
+			l, ok := w.Toxic.(*toxics.LatencyToxic)
+			if !ok || w.Name != "slow" || w.Stream != "downstream" {
+				t.Fatalf("toxic %s (%s, %T) besides Slow's", w.Name, w.Stream, w.Toxic)
+			}
+			out = append(out, l.Latency)
+		}
+		return out
+	}
 	for _, d := range []time.Duration{300 * time.Millisecond, 100 * time.Millisecond} {
 		if err := p.Slow(d); err != nil {
 			t.Fatalf("Slow(%v): %v", d, err)
 		}
-		if el, err := roundTrip(t, c, r, 2*time.Second); err != nil || el < d || (d < 300*time.Millisecond && el >= 300*time.Millisecond) {
+		if got := latencies(); len(got) != 1 || got[0] != d.Milliseconds() {
+			t.Errorf("after Slow(%v) the proxy delays by %v ms, want %d alone (it replaces the earlier delay)", d, got, d.Milliseconds())
+		}
+		if el, err := roundTrip(t, c, r, 2*time.Second); err != nil || el < d {
 			t.Errorf("after Slow(%v) a round trip took %v (%v)", d, el, err)
 		}
 	}
 	if err := p.Slow(0); err != nil {
 		t.Fatal(err)
 	}
-	if el, err := roundTrip(t, c, r, time.Second); err != nil || el >= 100*time.Millisecond {
-		t.Errorf("after Slow(0) a round trip took %v (%v), want no delay", el, err)
+	if got := latencies(); len(got) != 0 {
+		t.Errorf("after Slow(0) the proxy still delays by %v ms", got)
+	}
+	if _, err := roundTrip(t, c, r, time.Second); err != nil {
+		t.Errorf("after Slow(0) a round trip failed: %v", err)
 	}
 	if err := p.Slow(0); err != nil {
 		t.Errorf("Slow(0) without a delay: %v", err)
