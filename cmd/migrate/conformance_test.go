@@ -7,6 +7,7 @@ package main_test
 // written here, never by migrate's own verification.
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"math"
@@ -233,16 +234,24 @@ func confKillResume(t *testing.T, e *confEnv) {
 	e.leaseTTL, e.batchSize = "2s", 1000
 	tb := bigTable(n)
 	tb.create(t, e.src, e.srcDB)
+	// The copy waits at the first row of the batch past n/2: the kill finds
+	// it mid-run, however fast it copies.
+	g := e.gateTable(t, tb, fmt.Sprintf("NEW.id > %d", n/2))
 	plan := e.plan(t, planTable{name: tb.name, key: tb.key})
 
 	first := startMigrate(t, "run", "-p", plan, "--json", "--instance", "victim")
-	at := e.waitRows(t, first, tb.name, n/10, n*9/10)
+	g.waitHeld(t, first, 1)
 	if k := first.kill(t); k.code != -1 {
 		t.Fatalf("the first run was not killed by the signal: %s", k)
 	}
+	g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
+	g.openAll(t)
 	before, _ := e.checkpointOf(t, e.dstDB, tb.name, 0)
 	tokBefore, ownerBefore := e.fenceOf(t, tb.name, 0)
-	t.Logf("killed at %d rows done (checkpoint %+v, token %d)", at, before, tokBefore)
+	t.Logf("killed at the gate (checkpoint %+v, token %d)", before, tokBefore)
+	if before.rowsDone != n/2 || before.state != "running" {
+		t.Fatalf("checkpoint %+v at the kill, want running with the %d rows before the gate", before, n/2)
+	}
 
 	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "survivor")
 	wantCode(t, r, 0)
@@ -266,30 +275,70 @@ func confStaleToken(t *testing.T, e *confEnv) {
 	e.batchSize = 500
 	tb := bigTable(n)
 	tb.create(t, e.src, e.srcDB)
+	// The holder waits at the first row of the batch past n/2, its batch's
+	// fence check done (the watermark row locked): the raise comes while it
+	// copies, however fast it copies.
+	g := e.gateTable(t, tb, fmt.Sprintf("NEW.id > %d", n/2))
 	p := startMigrate(t, "run", "-p", e.plan(t, planTable{name: tb.name, key: tb.key}), "--json", "--instance", "holder")
-	e.waitRows(t, p, tb.name, 5000, n)
+	g.waitHeld(t, p, 1)
 	tok, _ := e.fenceOf(t, tb.name, 0)
 
 	// The raise waits for the holder's batch in flight (it holds the
 	// watermark row); the locking read then sees every batch committed
-	// before the raise, and none can commit after it until we do.
-	tx, err := e.dstDB.BeginTx(t.Context(), nil)
+	// before the raise, and none can commit after it until we do. The gate
+	// opens once the raise is seen waiting.
+	conn, err := e.dstDB.Conn(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = tx.Rollback() }()
-	ph := e.dst.ph
-	if _, err := tx.ExecContext(t.Context(), fmt.Sprintf(`UPDATE _migrate_fence SET token = token + 1000, owner = 'intruder'
-WHERE plan = %s AND tbl = %s AND shard = 0`, ph(1), ph(2)), e.name, tb.name); err != nil {
+	defer conn.Close()
+	idQ, waitQ := `SELECT pg_backend_pid()`, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`
+	if e.dst == mysqlEngine {
+		idQ, waitQ = `SELECT CONNECTION_ID()`, `SELECT count(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'`
+	}
+	var id int64
+	if err := conn.QueryRowContext(t.Context(), idQ).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	var doneAtRaise int64
-	if err := tx.QueryRowContext(t.Context(), fmt.Sprintf(`SELECT rows_done FROM _migrate_checkpoint
-WHERE plan = %s AND tbl = %s AND shard = 0 FOR UPDATE`, ph(1), ph(2)), e.name, tb.name).Scan(&doneAtRaise); err != nil {
-		t.Fatal(err)
+	type raise struct {
+		done int64
+		err  error
 	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
+	raised := make(chan raise, 1)
+	go func() {
+		var rz raise
+		rz.done, rz.err = confRaise(t.Context(), conn, e, tb.name)
+		raised <- rz
+	}()
+	// MariaDB refreshes INNODB_TRX only when it was not read for 100ms:
+	// polled more often, it could show a stale state for ever.
+	every := 20 * time.Millisecond
+	if e.dst == mysqlEngine {
+		every = 200 * time.Millisecond
+	}
+	for deadline := time.Now().Add(60 * time.Second); queryInt(t, e.dstDB, waitQ, id) != 1; {
+		select {
+		case rz := <-raised:
+			t.Fatalf("the raise did not wait for the holder's batch at the gate: %d rows done, %v", rz.done, rz.err)
+		case <-time.After(every):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the raise was not seen waiting for the holder's batch within 60s")
+		}
+	}
+	g.openAll(t)
+	var rz raise
+	select {
+	case rz = <-raised:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the raise still waits 60s after the gate opened")
+	}
+	if rz.err != nil {
+		t.Fatal(rz.err)
+	}
+	doneAtRaise := rz.done
+	if doneAtRaise < n/2 || doneAtRaise >= n {
+		t.Errorf("%d rows done at the raise, want the %d before the gate and at most the batches let through before it", doneAtRaise, n/2)
 	}
 
 	r := p.wait(t)
@@ -306,12 +355,33 @@ WHERE plan = %s AND tbl = %s AND shard = 0 FOR UPDATE`, ph(1), ph(2)), e.name, t
 	if got := queryInt(t, e.dstDB, `SELECT count(*) FROM big`); got != doneAtRaise {
 		t.Errorf("target holds %d rows, want the %d committed before the raise", got, doneAtRaise)
 	}
-	if got := queryInt(t, e.dstDB, `SELECT count(*) FROM big WHERE _fence <> `+ph(1), tok); got != 0 {
+	if got := queryInt(t, e.dstDB, `SELECT count(*) FROM big WHERE _fence <> `+e.dst.ph(1), tok); got != 0 {
 		t.Errorf("%d target rows carry a token other than the holder's %d", got, tok)
 	}
 	if w, owner := e.fenceOf(t, tb.name, 0); w != tok+1000 || owner != "intruder" {
 		t.Errorf("watermark %d of %q, want %d of intruder", w, owner, tok+1000)
 	}
+}
+
+// confRaise raises the watermark of tb#0 as a newer holder would, on
+// conn, and reads the rows done in the same transaction.
+func confRaise(ctx context.Context, conn *sql.Conn, e *confEnv, tbl string) (int64, error) {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	ph := e.dst.ph
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE _migrate_fence SET token = token + 1000, owner = 'intruder'
+WHERE plan = %s AND tbl = %s AND shard = 0`, ph(1), ph(2)), e.name, tbl); err != nil {
+		return 0, err
+	}
+	var done int64
+	if err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT rows_done FROM _migrate_checkpoint
+WHERE plan = %s AND tbl = %s AND shard = 0 FOR UPDATE`, ph(1), ph(2)), e.name, tbl).Scan(&done); err != nil {
+		return 0, err
+	}
+	return done, tx.Commit()
 }
 
 // confLowerToken: a row another writer wrote with a newer token during the

@@ -8,6 +8,7 @@ package main_test
 
 import (
 	"database/sql"
+	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -234,13 +235,18 @@ func TestMySQL_ClientFoundRowsL4(t *testing.T) {
 	tb := bigTable(n)
 	tb.create(t, e.src, e.srcDB)
 	e.dstURL = nativeDSN(t, e.dstURL, "clientFoundRows=true")
+	// The copy waits at the first row of the batch past n/2: the kill finds
+	// it mid-run, however fast it copies.
+	g := e.gateTable(t, tb, fmt.Sprintf("NEW.id > %d", n/2))
 	plan := e.plan(t, planTable{name: tb.name, key: tb.key})
 
 	first := startMigrate(t, "run", "-p", plan, "--json", "--instance", "before")
-	e.waitRows(t, first, tb.name, n/10, n*9/10)
+	g.waitHeld(t, first, 1)
 	if k := first.kill(t); k.code != -1 {
 		t.Fatalf("the first run was not killed by the signal: %s", k)
 	}
+	g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
+	g.openAll(t)
 	w, _ := e.fenceOf(t, tb.name, 0)
 	before, _ := e.checkpointOf(t, e.dstDB, tb.name, 0)
 	rs.Restart() // no persistence: the lease and the counter are gone
@@ -277,10 +283,14 @@ func TestMySQL_LockedCheckpointDoesNotKillStandby(t *testing.T) {
 	e.leaseTTL, e.batchSize = "4s", 500
 	tb := bigTable(n)
 	tb.create(t, e.src, e.srcDB)
+	// The holder waits at the first row of the batch past n/2 while the
+	// checkpoint row is locked: it is mid-run then, however fast it copies.
+	// The gate opens once the row is locked: its next cursor advance waits.
+	g := e.gateTable(t, tb, fmt.Sprintf("NEW.id > %d", n/2))
 	plan := e.plan(t, planTable{name: tb.name, key: tb.key})
 
 	a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
-	e.waitRows(t, a, tb.name, n/20, n/2)
+	g.waitHeld(t, a, 1)
 
 	tx, err := e.dstDB.BeginTx(t.Context(), nil)
 	if err != nil {
@@ -293,6 +303,7 @@ func TestMySQL_LockedCheckpointDoesNotKillStandby(t *testing.T) {
 		t.Fatal(err)
 	}
 	lockedAt := time.Now()
+	g.openAll(t)
 	b := startMigrate(t, "run", "-p", plan, "--json", "--instance", "b")
 	poll(t, 30*time.Second, "the second instance to become a standby", func() bool {
 		select {
