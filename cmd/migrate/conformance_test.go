@@ -7,7 +7,6 @@ package main_test
 // written here, never by migrate's own verification.
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"math"
@@ -285,58 +284,8 @@ func confStaleToken(t *testing.T, e *confEnv) {
 
 	// The raise waits for the holder's batch in flight (it holds the
 	// watermark row); the locking read then sees every batch committed
-	// before the raise, and none can commit after it until we do. The gate
-	// opens once the raise is seen waiting.
-	conn, err := e.dstDB.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	idQ, waitQ := `SELECT pg_backend_pid()`, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`
-	if e.dst == mysqlEngine {
-		idQ, waitQ = `SELECT CONNECTION_ID()`, `SELECT count(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'`
-	}
-	var id int64
-	if err := conn.QueryRowContext(t.Context(), idQ).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	type raise struct {
-		done int64
-		err  error
-	}
-	raised := make(chan raise, 1)
-	go func() {
-		var rz raise
-		rz.done, rz.err = confRaise(t.Context(), conn, e, tb.name)
-		raised <- rz
-	}()
-	// MariaDB refreshes INNODB_TRX only when it was not read for 100ms:
-	// polled more often, it could show a stale state for ever.
-	every := 20 * time.Millisecond
-	if e.dst == mysqlEngine {
-		every = 200 * time.Millisecond
-	}
-	for deadline := time.Now().Add(60 * time.Second); queryInt(t, e.dstDB, waitQ, id) != 1; {
-		select {
-		case rz := <-raised:
-			t.Fatalf("the raise did not wait for the holder's batch at the gate: %d rows done, %v", rz.done, rz.err)
-		case <-time.After(every):
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the raise was not seen waiting for the holder's batch within 60s")
-		}
-	}
-	g.openAll(t)
-	var rz raise
-	select {
-	case rz = <-raised:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the raise still waits 60s after the gate opened")
-	}
-	if rz.err != nil {
-		t.Fatal(rz.err)
-	}
-	doneAtRaise := rz.done
+	// before the raise, and none can commit after it until we do.
+	doneAtRaise := g.raise(t, e.name, tb.name)
 	if doneAtRaise < n/2 || doneAtRaise >= n {
 		t.Errorf("%d rows done at the raise, want the %d before the gate and at most the batches let through before it", doneAtRaise, n/2)
 	}
@@ -361,27 +310,6 @@ func confStaleToken(t *testing.T, e *confEnv) {
 	if w, owner := e.fenceOf(t, tb.name, 0); w != tok+1000 || owner != "intruder" {
 		t.Errorf("watermark %d of %q, want %d of intruder", w, owner, tok+1000)
 	}
-}
-
-// confRaise raises the watermark of tb#0 as a newer holder would, on
-// conn, and reads the rows done in the same transaction.
-func confRaise(ctx context.Context, conn *sql.Conn, e *confEnv, tbl string) (int64, error) {
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	ph := e.dst.ph
-	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE _migrate_fence SET token = token + 1000, owner = 'intruder'
-WHERE plan = %s AND tbl = %s AND shard = 0`, ph(1), ph(2)), e.name, tbl); err != nil {
-		return 0, err
-	}
-	var done int64
-	if err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT rows_done FROM _migrate_checkpoint
-WHERE plan = %s AND tbl = %s AND shard = 0 FOR UPDATE`, ph(1), ph(2)), e.name, tbl).Scan(&done); err != nil {
-		return 0, err
-	}
-	return done, tx.Commit()
 }
 
 // confLowerToken: a row another writer wrote with a newer token during the

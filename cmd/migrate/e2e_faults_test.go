@@ -28,31 +28,21 @@ func TestRun_StaleHolderFenced(t *testing.T) {
 	const n = 300000
 	e.batchSize = 500
 	seedBig(t, e.src, "big", n)
+	// The holder waits at the first row of the batch past n/2, its fence
+	// check done: the raise comes while it copies, however fast it copies.
+	g := gateBig(t, e, fmt.Sprintf("NEW.id > %d", n/2))
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 
 	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "holder")
-	waitProgress(t, p, e.dst, e.name, "big", 5000, n)
+	g.waitHeld(t, p, 1)
 	tok, _ := readFence(t, e.dst, e.name, "big", 0)
 
 	// A newer holder raises the watermark. The UPDATE waits for the holder's
 	// batch in flight (it holds the watermark row locked); the checkpoint read
 	// in the same transaction then sees every batch committed before the raise.
-	tx, err := e.dst.BeginTx(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(t.Context(), `UPDATE _migrate_fence SET token = token + 1000, owner = 'intruder'
-WHERE plan = $1 AND tbl = 'big' AND shard = 0`, e.name); err != nil {
-		t.Fatal(err)
-	}
-	var doneAtRaise int64
-	if err := tx.QueryRowContext(t.Context(), `SELECT rows_done FROM _migrate_checkpoint WHERE plan = $1 AND tbl = 'big' AND shard = 0`,
-		e.name).Scan(&doneAtRaise); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(); err != nil {
-		t.Fatal(err)
+	doneAtRaise := g.raise(t, e.name, "big")
+	if doneAtRaise < n/2 || doneAtRaise >= n {
+		t.Errorf("%d rows done at the raise, want the %d before the gate and at most the batches let through before it", doneAtRaise, n/2)
 	}
 
 	r := p.wait(t)
@@ -596,11 +586,16 @@ func TestRun_FlushallRedis_L4(t *testing.T) {
 	const n = 100000
 	e.redisURL, e.leaseTTL = rs.URL, "2s"
 	seedBig(t, e.src, "big", n)
+	// The holder waits at the first row of the batch past n/2 when it is
+	// killed: mid-run, however fast it copies.
+	g := gateBig(t, e, fmt.Sprintf("NEW.id > %d", n/2))
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 
 	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "before")
-	waitProgress(t, p, e.dst, e.name, "big", n/5, n*9/10)
+	g.waitHeld(t, p, 1)
 	p.kill(t)
+	g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
+	g.openAll(t)
 	w, _ := readFence(t, e.dst, e.name, "big", 0)
 	before := readCheckpoint(t, e.dst, e.name, "big", 0)
 	rs.Restart() // no AOF, no RDB: the lease and the counter are gone
@@ -683,14 +678,18 @@ func TestRun_SIGTERMReleasesLease(t *testing.T) {
 	const n = 200000
 	e.leaseTTL = "30s"
 	seedBig(t, e.src, "big", n)
+	// SIGTERM comes while the holder's batch waits at the gate past n/2:
+	// mid-copy, however fast it copies.
+	g := gateBig(t, e, fmt.Sprintf("NEW.id > %d", n/2))
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 
 	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "term")
-	waitProgress(t, p, e.dst, e.name, "big", n/5, n*9/10)
+	g.waitHeld(t, p, 1)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	r := p.wait(t)
+	g.openAll(t)
 	t.Logf("after SIGTERM: exit %d in %v", r.code, r.elapsed.Round(time.Millisecond))
 	// Neither done nor fenced: nobody took the lease and no token was refused.
 	if r.code != 1 {
@@ -700,16 +699,21 @@ func TestRun_SIGTERMReleasesLease(t *testing.T) {
 		t.Errorf("leases after SIGTERM: %v, want none", leases)
 	}
 	before := readCheckpoint(t, e.dst, e.name, "big", 0)
+	if before.rowsDone != n/2 {
+		t.Errorf("checkpoint %+v after SIGTERM, want the %d rows before the gate: the batch in flight rolled back", before, n/2)
+	}
 
 	r = runMigrate(t, "run", "-p", plan, "--json", "--instance", "next")
 	wantCode(t, r, 0)
 	var rep runReport
 	decodeJSON(t, r, &rep)
+	// A lease left to expire would have made the next run stand by for the
+	// TTL, then take over from the previous owner.
 	if len(rep.Takeovers) != 0 || rep.RowsWritten != n-before.rowsDone {
 		t.Errorf("takeovers %+v rows_written %d, want none and %d", rep.Takeovers, rep.RowsWritten, n-before.rowsDone)
 	}
-	if r.elapsed > 20*time.Second {
-		t.Errorf("the next run took %v: did it wait for the 30s lease?", r.elapsed)
+	if strings.Contains(r.stderr, "standby: lease held by another instance") {
+		t.Errorf("the next run stood by: it waited for the lease\n%s", r.stderr)
 	}
 	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
 }
@@ -725,13 +729,16 @@ func TestRun_RedisDownFencesHolder(t *testing.T) {
 			t.Parallel()
 			rs := testsvc.StartRedis(t, false)
 			e := newEnv(t)
-			const n, ttl = 500000, 2 * time.Second // enough rows to outlast the TTL after the stop
+			const n, ttl = 500000, 2 * time.Second
 			e.redisURL, e.leaseTTL, e.extra = rs.URL, ttl.String(), "max_outage: 4s\n"
 			seedBig(t, e.src, "big", n)
+			// Far ahead of where Redis stops, a gate keeps the copy from
+			// ending before Redis is back, however fast it copies.
+			g := gateBig(t, e, fmt.Sprintf("NEW.id > %d", n*3/4))
 			plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 
 			p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "cut")
-			waitProgress(t, p, e.dst, e.name, "big", n/10, n*6/10)
+			waitProgress(t, p, e.dst, e.name, "big", n/10, n*3/4+1)
 			before, _ := readFence(t, e.dst, e.name, "big", 0)
 			stopped := time.Now()
 			rs.Stop()
@@ -753,6 +760,7 @@ func TestRun_RedisDownFencesHolder(t *testing.T) {
 				return
 			}
 			rs.Start()
+			g.openAll(t)
 			r := p.wait(t)
 			wantCode(t, r, 0)
 			after, owner := readFence(t, e.dst, e.name, "big", 0)

@@ -207,3 +207,80 @@ func (e *confEnv) gateTable(t *testing.T, tb *table, conds ...string) *gate {
 	empty.create(t, e.dst, e.dstDB)
 	return newGate(t, e.dst, e.dstDB, tb.name, conds...)
 }
+
+// raise raises the watermark of plan's shard tbl#0 as a newer holder would
+// (token + 1000, owner "intruder") while the holder's batch waits at the
+// gate, and returns the rows done it read in the same transaction. The
+// raise waits for that batch, which holds the watermark row since its fence
+// check; the gate opens once the raise is seen waiting: the batch commits,
+// the raise goes through, and no batch can commit after it.
+func (g *gate) raise(t *testing.T, plan, tbl string) int64 {
+	t.Helper()
+	conn, err := g.db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	idQ, waitQ := `SELECT pg_backend_pid()`, `SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`
+	// MariaDB refreshes INNODB_TRX only when it was not read for 100ms:
+	// polled more often, it could show a stale state for ever.
+	every := 20 * time.Millisecond
+	if g.eng == mysqlEngine {
+		idQ, waitQ = `SELECT CONNECTION_ID()`, `SELECT count(*) FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'`
+		every = 200 * time.Millisecond
+	}
+	var id int64
+	if err := conn.QueryRowContext(t.Context(), idQ).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		done int64
+		err  error
+	}
+	raised := make(chan result, 1)
+	go func() {
+		var r result
+		r.done, r.err = raiseOn(t.Context(), conn, g.eng, plan, tbl)
+		raised <- r
+	}()
+	for deadline := time.Now().Add(60 * time.Second); queryInt(t, g.db, waitQ, id) != 1; {
+		select {
+		case r := <-raised:
+			t.Fatalf("the raise did not wait for the holder's batch at the gate: %d rows done, %v", r.done, r.err)
+		case <-time.After(every):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the raise was not seen waiting for the holder's batch within 60s")
+		}
+	}
+	g.openAll(t)
+	select {
+	case r := <-raised:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		return r.done
+	case <-time.After(60 * time.Second):
+		t.Fatal("the raise still waits 60s after the gate opened")
+		return 0
+	}
+}
+
+// raiseOn is raise's transaction, on conn.
+func raiseOn(ctx context.Context, conn *sql.Conn, eng *engine, plan, tbl string) (int64, error) {
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf(`UPDATE _migrate_fence SET token = token + 1000, owner = 'intruder'
+WHERE plan = %s AND tbl = %s AND shard = 0`, eng.ph(1), eng.ph(2)), plan, tbl); err != nil {
+		return 0, err
+	}
+	var done int64
+	if err := tx.QueryRowContext(ctx, fmt.Sprintf(`SELECT rows_done FROM _migrate_checkpoint
+WHERE plan = %s AND tbl = %s AND shard = 0 FOR UPDATE`, eng.ph(1), eng.ph(2)), plan, tbl).Scan(&done); err != nil {
+		return 0, err
+	}
+	return done, tx.Commit()
+}
