@@ -26,14 +26,24 @@ func TestRun_TakeoverLimitHalts(t *testing.T) {
 	const n = 150000
 	e.leaseTTL, e.batchSize, e.extra = "2s", 1000, "max_takeovers: 1\ntakeover_window: 10m\n"
 	seedBig(t, e.src, "big", n)
+	// Each holder is killed mid-run, however fast it copies: the first at a
+	// gate past n/5, the second (which takes over there) at one past 2n/5.
+	g := gateBig(t, e, fmt.Sprintf("NEW.id > %d", n/5), fmt.Sprintf("NEW.id > %d", n*2/5))
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 
 	first := startMigrate(t, "run", "-p", plan, "--json", "--instance", "first")
-	waitProgress(t, first, e.dst, e.name, "big", n/10, n*8/10)
+	g.waitHeld(t, first, 1)
 	first.kill(t)
+	g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
+	g.open(t, 0)
 	second := startMigrate(t, "run", "-p", plan, "--json", "--instance", "second")
-	waitProgress(t, second, e.dst, e.name, "big", readCheckpoint(t, e.dst, e.name, "big", 0).rowsDone+5000, n*9/10)
+	g.waitHeld(t, second, 1)
 	second.kill(t)
+	g.drop(t)
+	g.openAll(t)
+	if cp := readCheckpoint(t, e.dst, e.name, "big", 0); cp.rowsDone != n*2/5 {
+		t.Fatalf("checkpoint %+v after the second kill, want the %d rows before the second gate", cp, n*2/5)
+	}
 
 	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "third")
 	wantCode(t, r, 5)
@@ -78,18 +88,19 @@ func TestRun_MetricsAndStatus(t *testing.T) {
 	const n = 300000
 	e.leaseTTL, e.batchSize = "2s", 1000
 	seedBig(t, e.src, "big", n)
+	// The holder waits at a gate past n/10 while it is scraped, the standby
+	// starts and it is killed: mid-run, however fast it copies.
+	g := gateBig(t, e, fmt.Sprintf("NEW.id > %d", n/10))
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 	addrA, addrB := freeAddr(t), freeAddr(t)
 
 	a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a", "--metrics-addr", addrA)
-	waitProgress(t, a, e.dst, e.name, "big", n/20, n/2)
+	g.waitHeld(t, a, 1)
 	tokA, _ := readFence(t, e.dst, e.name, "big", 0)
 	m := scrape(t, addrA)
 	wantMetric(t, m, `migrate_shard_state{plan="`+e.name+`",shard="0",state="running",table="big"}`, 1)
 	wantMetric(t, m, `migrate_fence_token{plan="`+e.name+`",shard="0",table="big"}`, float64(tokA))
-	if v := metric(t, m, `migrate_rows_written_total{plan="`+e.name+`",shard="0",table="big"}`); v < float64(n/20) {
-		t.Errorf("rows written %v, want at least %d", v, n/20)
-	}
+	wantMetric(t, m, `migrate_rows_written_total{plan="`+e.name+`",shard="0",table="big"}`, float64(n/10))
 
 	b := startMigrate(t, "run", "-p", plan, "--json", "--instance", "b", "--metrics-addr", addrB)
 	poll(t, 20*time.Second, "the standby's metrics", func() bool {
@@ -97,6 +108,8 @@ func TestRun_MetricsAndStatus(t *testing.T) {
 		return err == nil && regexp.MustCompile(`migrate_shard_state\{[^}]*state="standby"[^}]*\} 1`).MatchString(m)
 	})
 	a.kill(t)
+	g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
+	g.openAll(t)
 	var last string
 	poll(t, 30*time.Second, "the standby's takeover in its metrics", func() bool {
 		var err error
@@ -213,10 +226,15 @@ func TestRun_ParallelAbsorbsKilled(t *testing.T) {
 	const n = 240000
 	e.batchSize, e.leaseTTL = 500, "2s"
 	seedBig(t, e.src, "big", n)
+	// Every shard stops in its middle at a gate until a is killed: a
+	// certainly holds two shards then, however fast it copies, and they are
+	// taken over. Its batches at the gate find their client gone once it opens.
+	per := n / 8 // shard i holds (i*per, (i+1)*per]
+	g := gateBig(t, e, fmt.Sprintf("NEW.id %% %d > %d", per, per/2))
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 8})
 
 	a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a", "--parallel", "2")
-	waitProgress(t, a, e.dst, e.name, "big", 2000, n/3)
+	g.waitHeld(t, a, 2)
 	b := startMigrate(t, "run", "-p", plan, "--json", "--instance", "b", "--parallel", "2")
 	c := startMigrate(t, "run", "-p", plan, "--json", "--instance", "c", "--parallel", "2")
 	poll(t, 20*time.Second, "three instances writing", func() bool {
@@ -225,6 +243,7 @@ func TestRun_ParallelAbsorbsKilled(t *testing.T) {
 	if killed := a.kill(t); killed.code != -1 {
 		t.Fatalf("a was not killed: %s", killed)
 	}
+	g.openAll(t)
 	var takeovers int
 	for _, p := range []*proc{b, c} {
 		r := p.wait(t)
