@@ -170,6 +170,15 @@ func (g *gate) openAll(t *testing.T) {
 	}
 }
 
+// lost records that the server holding the gate's locks went away (a
+// crash): the locks went with it, the gate is open from its restart on.
+func (g *gate) lost() {
+	for i := range g.held {
+		g.held[i] = false
+	}
+	_ = g.conn.Close()
+}
+
 // drop ends the sessions waiting at the gate, as the server ends those of
 // a SIGKILLed client: their transactions roll back. Without it a killed
 // holder's batch would wait at the gate until it opens and only then find

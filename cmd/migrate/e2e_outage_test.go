@@ -1,6 +1,10 @@
 package main_test
 
 import (
+	"fmt"
+	"net"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -30,12 +34,24 @@ func TestRun_DatabaseCrash(t *testing.T) {
 				e.src = testsvc.OpenPostgres(t, pgs.URL)
 			}
 			seedBig(t, e.src, "big", n)
+			// Both shards wait at a gate in their middle when the server
+			// crashes: mid-run, however fast they copy. A target's crash
+			// takes the gate's locks with it; for a source's the gate opens
+			// at once, so that the holder reads from the crashed source.
+			per := int64(n / 2) // shard i holds (i*per, (i+1)*per]
+			g := gateBig(t, e, fmt.Sprintf("NEW.id %% %d > %d", per, per/2))
 			plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 2})
 
 			p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a", "--parallel", "2")
-			at := waitProgress(t, p, e.dst, e.name, "big", n/5, n*4/5)
+			g.waitHeld(t, p, 2)
+			at := netfaultRowsDone(t, e.dst, e.name, "big")
 			pgs.Crash()
 			down := time.Now()
+			if which == "target" {
+				g.lost()
+			} else {
+				g.openAll(t)
+			}
 			time.Sleep(3 * time.Second) // down for a while: the holder's retries would be spent by now
 			pgs.Start()
 			t.Logf("%s crashed at %d rows done, back after %v", which, at, time.Since(down).Round(100*time.Millisecond))
@@ -77,10 +93,14 @@ func TestRun_SourceSchemaChanged(t *testing.T) {
 	const n = 400000
 	e.batchSize, e.leaseTTL = 500, "5s"
 	seedBig(t, e.src, "big", n)
+	// The column is added while the holder waits at a gate past n/4:
+	// mid-run, however fast it copies.
+	g := gateBig(t, e, fmt.Sprintf("NEW.id > %d", n/4))
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
-	waitProgress(t, p, e.dst, e.name, "big", 1000, n/2)
+	g.waitHeld(t, p, 1)
 	exec1(t, e.src, `ALTER TABLE big ADD COLUMN extra text DEFAULT 'x'`)
+	g.openAll(t)
 	r := p.wait(t)
 	wantCode(t, r, 5)
 	if !strings.Contains(r.stdout+r.stderr, `column "extra" added`) {
@@ -153,9 +173,13 @@ func TestRun_TargetLostCommits(t *testing.T) {
 	const n, lost = 200000, 2000
 	e.batchSize, e.leaseTTL = 500, "5s"
 	seedBig(t, e.src, "big", n)
+	// The target loses its last batches while the holder's next batch
+	// waits at a gate past n/2 (its rows not written yet): mid-run, however
+	// fast it copies. Its cursor advance then finds the cursor moved.
+	g := gateBig(t, e, fmt.Sprintf("NEW.id > %d", n/2))
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
-	waitProgress(t, p, e.dst, e.name, "big", 20000, n/2)
+	g.waitHeld(t, p, 1)
 	tx, err := e.dst.BeginTx(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +199,7 @@ func TestRun_TargetLostCommits(t *testing.T) {
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	g.openAll(t)
 	r := p.wait(t)
 	wantCode(t, r, 0)
 	var rep runReport
@@ -200,7 +225,17 @@ func TestRun_UnavailableAtStart(t *testing.T) {
 	}
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 	m := startMigrate(t, "run", "-p", plan, "--json")
-	time.Sleep(3 * time.Second)
+	// Cut for 3s at least, and until the instance waits on a connection to
+	// the target: Heal breaks that connection, which it must retry.
+	poll(t, 60*time.Second, "a connection to the cut-off target", func() bool {
+		select {
+		case <-m.done:
+			t.Fatalf("migrate exited while the target was cut off:\n%s", m.wait(t))
+		default:
+		}
+		return connectedTo(t, p.Addr())
+	})
+	time.Sleep(time.Until(m.start.Add(3 * time.Second)))
 	if err := p.Heal(); err != nil {
 		t.Fatal(err)
 	}
@@ -210,4 +245,30 @@ func TestRun_UnavailableAtStart(t *testing.T) {
 		t.Errorf("no retry at start logged:\n%s", r.stderr)
 	}
 	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+}
+
+// connectedTo reports whether a TCP connection to addr (127.0.0.1:port) is
+// established, by /proc/net/tcp.
+func connectedTo(t *testing.T, addr string) bool {
+	t.Helper()
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("0100007F:%04X", n) // remote address 127.0.0.1:port, little-endian address
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		// sl local_address rem_address st ...; 01 is ESTABLISHED
+		if f := strings.Fields(line); len(f) > 3 && f[2] == want && f[3] == "01" {
+			return true
+		}
+	}
+	return false
 }
