@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/migrate-dev/migrate/internal/testsvc"
@@ -43,14 +44,21 @@ func TestRun_SentinelFailover(t *testing.T) {
 	const n = 120000
 	e.redisURL, e.batchSize, e.leaseTTL = rs.URL, 500, "5s"
 	seedBig(t, e.src, "big", n)
+	// Both shards wait at a gate in their middle through the failover,
+	// renewing their leases, and copy the rest after it: however fast the
+	// copy, the run cannot end before the failover.
+	per := int64(n / 2) // shard i holds (i*per, (i+1)*per]
+	g := gateBig(t, e, fmt.Sprintf("NEW.id %% %d > %d", per, per/2))
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 2})
 
 	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
-	at := waitProgress(t, p, e.dst, e.name, "big", 5000, n/2)
+	g.waitHeld(t, p, 2)
+	at := netfaultRowsDone(t, e.dst, e.name, "big")
 	rs.Failover()
 	if got := rs.PrimaryAddr(); got != rs.Replica.Addr() {
 		t.Fatalf("primary %s after the failover, want %s", got, rs.Replica.Addr())
 	}
+	g.openAll(t)
 	r := p.wait(t)
 	wantCode(t, r, 0)
 	var rep runReport

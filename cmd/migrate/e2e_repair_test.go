@@ -108,10 +108,15 @@ func TestTakeover_NeighbourhoodCheck(t *testing.T) {
 	const n = 100000
 	e.leaseTTL, e.batchSize = "2s", 1000
 	seedBig(t, e.src, "big", n)
+	// The holder waits at the first row of the batch past n/2 when it is
+	// killed: mid-run, however fast it copies.
+	g := gateBig(t, e, fmt.Sprintf("NEW.id > %d", n/2))
 	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
 	first := startMigrate(t, "run", "-p", plan, "--instance", "victim")
-	waitProgress(t, first, e.dst, e.name, "big", n*2/10, n*8/10)
+	g.waitHeld(t, first, 1)
 	first.kill(t)
+	g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
+	g.openAll(t)
 	cp := readCheckpoint(t, e.dst, e.name, "big", 0)
 	// The ids are 1..n in order: the last committed key is rows_done.
 	res, err := e.dst.Exec(fmt.Sprintf(`DELETE FROM big WHERE id = %d`, cp.rowsDone-1))
