@@ -15,10 +15,14 @@ func confReshard(t *testing.T, e *confEnv) {
 	e.leaseTTL, e.batchSize = "2s", 1000
 	tb := bigTable(n)
 	tb.create(t, e.src, e.srcDB)
+	// Plan A waits at the first row past n/2: the kill finds it mid-run.
+	g := e.gateTable(t, tb, fmt.Sprintf("NEW.id > %d", n/2))
 	plan := e.plan(t, planTable{name: tb.name, key: tb.key})
 	first := startMigrate(t, "run", "-p", plan, "--instance", "victim")
-	e.waitRows(t, first, tb.name, n/10, n*9/10)
+	g.waitHeld(t, first, 1)
 	first.kill(t)
+	g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
+	g.openAll(t)
 	wantCode(t, runMigrate(t, "run", "-p", plan, "--instance", "standby"), 0)
 	tokA, _ := e.fenceOf(t, tb.name, 0)
 	if tokA < 2 {
