@@ -476,29 +476,6 @@ func (e *confEnv) fenceOf(t *testing.T, tbl string, shard int) (tok int64, owner
 	return tok, owner
 }
 
-// waitRows polls the checkpoint of tbl#0 until at least lo rows are done
-// and returns the count then; it fails when the copy got past hi first or
-// the process exited.
-func (e *confEnv) waitRows(t *testing.T, p *proc, tbl string, lo, hi int64) int64 {
-	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for time.Now().Before(deadline) {
-		if cp, ok := e.checkpointOf(t, e.dstDB, tbl, 0); ok && cp.rowsDone >= lo {
-			if cp.rowsDone >= hi || cp.state == "done" {
-				t.Fatalf("the copy went from below %d to %d rows (%s) between two polls: too fast to interrupt", lo, cp.rowsDone, cp.state)
-			}
-			return cp.rowsDone
-		}
-		select {
-		case <-p.done:
-			t.Fatalf("migrate exited before %d rows were done:\n%s", lo, p.wait(t))
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-	t.Fatalf("no progress to %d rows within 90s\n%s", lo, p.stderr.String())
-	return 0
-}
-
 // mapped is one source column of the type-mapping case: its DDL, how its
 // values compare, the column type the target shows when it is PostgreSQL
 // and when it is MySQL (for the source's own engine: as the source shows
