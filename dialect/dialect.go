@@ -210,8 +210,10 @@ type Dialect interface {
 	Helpers() []string
 	// SetupLock and SetupUnlock take and give back a session lock that
 	// serialises setup across instances; args: a lock name. They run on
-	// one connection.
-	SetupLock(name string) (string, []any) // yields 1 when the lock is held
+	// one connection. SetupLock tries, waiting a second at most (well
+	// under the session's statement timeout), and yields 1 when the lock
+	// is held, 0 when it is not yet.
+	SetupLock(name string) (string, []any)
 	SetupUnlock(name string) (string, []any)
 
 	// FenceClaim raises the watermark strictly (F1): args plan, table,

@@ -564,7 +564,7 @@ func (m MySQL) Helpers() []string {
 
 // SetupLock implements Dialect.
 func (MySQL) SetupLock(name string) (string, []any) {
-	return "SELECT GET_LOCK(?, 300)", []any{lockName(name)}
+	return "SELECT GET_LOCK(?, 1)", []any{lockName(name)}
 }
 
 // SetupUnlock implements Dialect.

@@ -248,7 +248,7 @@ func (p Postgres) Helpers() []string {
 
 // SetupLock implements Dialect.
 func (Postgres) SetupLock(name string) (string, []any) {
-	return `SELECT 1 FROM (SELECT pg_advisory_lock(hashtext($1))) l`, []any{name}
+	return `SELECT pg_try_advisory_lock(hashtext($1))::int`, []any{name}
 }
 
 // SetupUnlock implements Dialect.

@@ -354,15 +354,31 @@ func (r *Runner) prepareTargets(ctx context.Context, cols [][]dialect.Column, bo
 	return dst, nil
 }
 
+// setupLockWait is how long setup waits for another instance's setup.
+const setupLockWait = 5 * time.Minute
+
 // setupLock takes a setup lock on conn and returns its release.
 func (r *Runner) setupLock(ctx context.Context, conn *sql.Conn, name string) (func() error, error) {
+	// Tried until granted, for up to setupLockWait: a wait in one
+	// statement would be ended by the session's statement timeout (half
+	// the lease TTL) while another instance's setup runs.
 	q, args := r.dstD.SetupLock(name)
-	var held sql.NullInt64
-	if err := conn.QueryRowContext(ctx, q, args...).Scan(&held); err != nil {
-		return nil, fmt.Errorf("target setup lock %q: %w", name, err)
-	}
-	if held.Int64 != 1 {
-		return nil, fmt.Errorf("target setup lock %q: not granted (another instance has held it for minutes)", name)
+	for start := time.Now(); ; {
+		var held sql.NullInt64
+		if err := conn.QueryRowContext(ctx, q, args...).Scan(&held); err != nil {
+			return nil, fmt.Errorf("target setup lock %q: %w", name, err)
+		}
+		if held.Int64 == 1 {
+			break
+		}
+		if time.Since(start) > setupLockWait {
+			return nil, fmt.Errorf("target setup lock %q: not granted (another instance has held it for %v)", name, setupLockWait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	return func() error {
 		q, args := r.dstD.SetupUnlock(name)

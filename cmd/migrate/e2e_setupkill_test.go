@@ -136,3 +136,44 @@ WHERE db = DATABASE() AND id <> CONNECTION_ID() AND command IN ('Query', 'Execut
 		}
 	}
 }
+
+// Another instance's setup may hold the setup lock for longer than a
+// statement may run (half the lease TTL). Instances started at once used to
+// fail with exit 1 ("canceling statement due to statement timeout", seen in
+// the soak with a 2s TTL); setup now tries the lock until it is granted.
+func TestSetup_WaitsForAnotherSetup(t *testing.T) {
+	t.Parallel()
+	for _, dst := range []string{"postgres", "mysql"} {
+		t.Run(dst, func(t *testing.T) {
+			t.Parallel()
+			e := newConfEnv(t, pgEngine, engines[dst])
+			e.leaseTTL = "1s"
+			tb := bigTable(100)
+			tb.create(t, e.src, e.srcDB)
+			plan := e.plan(t, planTable{name: tb.name, key: tb.key})
+			conn, err := e.dstDB.Conn(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			lock, unlock := `SELECT pg_advisory_lock(hashtext($1))`, `SELECT pg_advisory_unlock(hashtext($1))`
+			if e.dst == mysqlEngine {
+				lock, unlock = `SELECT GET_LOCK(?, 10)`, `SELECT RELEASE_LOCK(?)`
+			}
+			name := "migrate:" + e.name
+			if e.dst == mysqlEngine && len(name) > 64 {
+				name = name[:64] // as the dialect cuts it
+			}
+			if _, err := conn.ExecContext(t.Context(), lock, name); err != nil {
+				t.Fatal(err)
+			}
+			p := startMigrate(t, "run", "-p", plan)
+			time.Sleep(2 * time.Second) // four statement timeouts of the instance's session
+			if _, err := conn.ExecContext(t.Context(), unlock, name); err != nil {
+				t.Fatal(err)
+			}
+			wantCode(t, p.wait(t), 0)
+			assertSameDump(t, e, tb, 100)
+		})
+	}
+}
