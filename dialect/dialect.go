@@ -121,8 +121,22 @@ type Upsert struct {
 	Probe       string
 }
 
-// Dialect produces the SQL of one engine.
+// Dialect produces the SQL of one engine: every role below. Callers that
+// need one role take only that one.
 type Dialect interface {
+	Conn
+	Catalog
+	Schema
+	Copy
+	Verify
+	Fence
+	Checkpoint
+	Drill
+}
+
+// Conn is how an engine is connected to, how its identifiers are quoted,
+// and how a transaction is bounded on its server (F3).
+type Conn interface {
 	// Engine names the engine.
 	Engine() plans.Engine
 	// Open connects to dsn; with a non-zero Session, every connection
@@ -130,7 +144,18 @@ type Dialect interface {
 	Open(dsn plans.DSN, s Session) (*sql.DB, error)
 	// Quote quotes a possibly schema-qualified identifier.
 	Quote(ident ...string) string
+	// BoundTx bounds the current transaction on the server: no statement,
+	// lock wait or idle pause may outlast remaining (F3).
+	BoundTx(remaining time.Duration) (string, []any)
+	// UnboundTx restores, on the same connection once the transaction has
+	// ended, what BoundTx changed beyond it; "" when nothing outlives the
+	// transaction.
+	UnboundTx() string
+}
 
+// Catalog reads what the server knows of a table (its columns, unique
+// keys, size and key bounds) and of itself (its connections).
+type Catalog interface {
 	// Columns lists a table's columns in ordinal order; args: the table.
 	Columns(table []string) (string, []any)
 	// TableExists yields one boolean row.
@@ -150,7 +175,33 @@ type Dialect interface {
 	// KeyAt yields the value of one column in the row at a position (its
 	// one arg, from 0) in the column's order: a quantile, for shard bounds.
 	KeyAt(table []string, col string) string
+}
 
+// Schema prepares a target at setup (C4): its tables, the fence column,
+// the helper tables, under a session lock.
+type Schema interface {
+	// CreateTable creates a table with the given columns and primary key,
+	// plus the fence column.
+	CreateTable(table []string, cols []Column, key []string, fence string) string
+	// MaxToken reads the highest token in a table's fence column (0 when
+	// it has no rows).
+	MaxToken(table []string, fence string) string
+	// AddFenceColumn adds the fence column to an existing table.
+	AddFenceColumn(table []string, fence string) string
+	// Helpers creates the watermark and checkpoint tables if missing.
+	Helpers() []string
+	// SetupLock and SetupUnlock take and give back a session lock that
+	// serialises setup across instances; args: a lock name. They run on
+	// one connection. SetupLock tries, waiting a second at most (well
+	// under the session's statement timeout), and yields 1 when the lock
+	// is held, 0 when it is not yet.
+	SetupLock(name string) (string, []any)
+	SetupUnlock(name string) (string, []any)
+}
+
+// Copy reads a shard's rows by keyset (C3) and writes them by the fenced
+// upsert (F2), and reads and deletes rows by key for repair.
+type Copy interface {
 	// SelectPage reads up to limit rows of cols ordered by key, after the
 	// key values given (when after is true) and within the shard range. The
 	// logical values are the after key's parts, then lo, then hi.
@@ -163,6 +214,19 @@ type Dialect interface {
 	// Upsert writes rows rows of cols plus the fence column: an existing
 	// row is overwritten only when its stored token is <= the incoming one.
 	Upsert(table []string, cols, key []string, fence string, rows int) Upsert
+	// SelectByKeys reads cols of the rows whose key is one of n keys given
+	// as parameters (each key's parts in order), for repair.
+	SelectByKeys(table []string, cols, key []string, n int) string
+	// DeleteByKeys deletes the rows whose key is one of n keys given as
+	// parameters, for repair.
+	DeleteByKeys(table []string, key []string, n int) string
+	// MaxParams is the most bind parameters one statement may carry.
+	MaxParams() int
+}
+
+// Verify reads both sides for verification: rows in key order, chunk
+// ends, chunk checksums.
+type Verify interface {
 	// ScanOrdered reads cols of a table ordered by key, the key columns
 	// marked textKey in byte order, every value exactly, for verification:
 	// all rows, or with lo and/or hi those with lo < key <= hi, the key
@@ -182,40 +246,10 @@ type Dialect interface {
 	// in every database of the engine, whatever its collation, so that a
 	// key range holds the same rows on both sides.
 	OrderedByValue(c Column) bool
-	// SelectByKeys reads cols of the rows whose key is one of n keys given
-	// as parameters (each key's parts in order), for repair.
-	SelectByKeys(table []string, cols, key []string, n int) string
-	// DeleteByKeys deletes the rows whose key is one of n keys given as
-	// parameters, for repair.
-	DeleteByKeys(table []string, key []string, n int) string
-	// MaxParams is the most bind parameters one statement may carry.
-	MaxParams() int
-	// BoundTx bounds the current transaction on the server: no statement,
-	// lock wait or idle pause may outlast remaining (F3).
-	BoundTx(remaining time.Duration) (string, []any)
-	// UnboundTx restores, on the same connection once the transaction has
-	// ended, what BoundTx changed beyond it; "" when nothing outlives the
-	// transaction.
-	UnboundTx() string
+}
 
-	// CreateTable creates a table with the given columns and primary key,
-	// plus the fence column.
-	CreateTable(table []string, cols []Column, key []string, fence string) string
-	// MaxToken reads the highest token in a table's fence column (0 when
-	// it has no rows).
-	MaxToken(table []string, fence string) string
-	// AddFenceColumn adds the fence column to an existing table.
-	AddFenceColumn(table []string, fence string) string
-	// Helpers creates the watermark and checkpoint tables if missing.
-	Helpers() []string
-	// SetupLock and SetupUnlock take and give back a session lock that
-	// serialises setup across instances; args: a lock name. They run on
-	// one connection. SetupLock tries, waiting a second at most (well
-	// under the session's statement timeout), and yields 1 when the lock
-	// is held, 0 when it is not yet.
-	SetupLock(name string) (string, []any)
-	SetupUnlock(name string) (string, []any)
-
+// Fence is the watermark's statements (F1).
+type Fence interface {
 	// FenceClaim raises the watermark strictly (F1): args plan, table,
 	// shard, token, owner; any row affected means claimed.
 	FenceClaim() string
@@ -228,7 +262,10 @@ type Dialect interface {
 	// FenceFloor creates a watermark with no owner unless the shard has
 	// one: args plan, table, shard, token.
 	FenceFloor() string
+}
 
+// Checkpoint is the cursor's statements (C1, C2).
+type Checkpoint interface {
 	// CheckpointInit inserts a pending checkpoint unless one exists: args
 	// plan, table, shard, lo, hi.
 	CheckpointInit() string
@@ -253,7 +290,12 @@ type Dialect interface {
 	// CheckpointList yields (table, shard, state, rows_done, last_key,
 	// token, updated_at) of a plan: args plan.
 	CheckpointList() string
+}
 
+// Drill is the statements of `migrate drill` (package drill): counting what
+// an old holder may have left behind in a shard, and resetting a drill's
+// target.
+type Drill interface {
 	// DrillCount yields (rows, older) of a target table for `migrate
 	// drill`: the rows within the shard range r — only those whose key is
 	// after a given key when after — and how many of them hold a token
@@ -326,31 +368,4 @@ func quoteList(d interface{ Quote(...string) string }, cols []string) string {
 		q[i] = d.Quote(c)
 	}
 	return strings.Join(q, ", ")
-}
-
-// The statements of `migrate drill` (package drill): counting what an old
-// holder may have left behind in a shard, and resetting a drill's target.
-
-// drillWhere is the WHERE clause of DrillCount: the key after a given key
-// (logical values 0..n-1) when after, and the shard range (lo is value n,
-// hi value n+1); ph adds a parameter and returns its placeholder.
-func drillWhere(d interface{ Quote(...string) string }, key []string, after bool, r Range, ph func(int) string) string {
-	var where []string
-	if after {
-		p := make([]string, len(key))
-		for i := range key {
-			p[i] = ph(i)
-		}
-		where = append(where, "("+quoteList(d, key)+") > ("+strings.Join(p, ", ")+")")
-	}
-	if r.Lo != nil {
-		where = append(where, d.Quote(key[0])+" > "+ph(len(key)))
-	}
-	if r.Hi != nil {
-		where = append(where, d.Quote(key[0])+" <= "+ph(len(key)+1))
-	}
-	if len(where) == 0 {
-		return ""
-	}
-	return " WHERE " + strings.Join(where, " AND ")
 }

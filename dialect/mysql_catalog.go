@@ -1,0 +1,78 @@
+package dialect
+
+import (
+	"strings"
+)
+
+// where names a table in information_schema: (schema or NULL for the
+// connection's database, table).
+func (MySQL) where(table []string) (string, []any) {
+	cond := "table_schema = COALESCE(?, DATABASE()) AND table_name = ?"
+	if len(table) == 2 {
+		return cond, []any{table[0], table[1]}
+	}
+	return cond, []any{nil, table[0]}
+}
+
+// Columns implements Dialect. The type is column_type as the server spells
+// it: ENUM and SET members keep their case ('PG-13'; 'a' and 'A' may both be
+// members under a case-sensitive collation). MariaDB keeps JSON as longtext
+// with a json_valid check; its base is reported as "json". The check's text
+// quotes the column name as an identifier (a backtick doubled).
+func (m MySQL) Columns(table []string) (string, []any) {
+	cond, args := m.where(table)
+	base := "LOWER(c.data_type)"
+	if m.MariaDB {
+		base = `CASE WHEN LOWER(c.data_type) = 'longtext' AND EXISTS (SELECT 1 FROM information_schema.check_constraints k
+  WHERE k.constraint_schema = c.table_schema AND k.table_name = c.table_name
+  AND k.check_clause = CONCAT('json_valid(` + "`" + `', REPLACE(c.column_name, '` + "`" + `', '` + "``" + `'), '` + "`" + `)')) THEN 'json' ELSE LOWER(c.data_type) END`
+	}
+	return `SELECT c.column_name, c.column_type, ` + base + `, c.is_nullable = 'NO'
+FROM information_schema.columns c WHERE ` + strings.ReplaceAll(cond, "table_", "c.table_") + `
+ORDER BY c.ordinal_position`, args
+}
+
+// TableExists implements Dialect.
+func (m MySQL) TableExists(table []string) (string, []any) {
+	cond, args := m.where(table)
+	return `SELECT COUNT(*) > 0 FROM information_schema.tables WHERE ` + cond, args
+}
+
+// UniqueKeys implements Dialect; prefix indexes do not count.
+func (m MySQL) UniqueKeys(table []string) (string, []any) {
+	cond, args := m.where(table)
+	return `SELECT index_name, column_name FROM information_schema.statistics
+WHERE ` + cond + ` AND non_unique = 0 AND sub_part IS NULL
+ORDER BY index_name, seq_in_index`, args
+}
+
+// Connections implements Dialect: Threads_connected from the status table
+// of the flavour (MySQL 8 moved it to performance_schema).
+func (m MySQL) Connections() string {
+	status := "performance_schema.global_status"
+	if m.MariaDB {
+		status = "information_schema.GLOBAL_STATUS"
+	}
+	return "SELECT @@max_connections, (SELECT CAST(VARIABLE_VALUE AS SIGNED) FROM " + status + " WHERE VARIABLE_NAME = 'Threads_connected')"
+}
+
+// EstimateRows implements Dialect.
+func (m MySQL) EstimateRows(table []string) (string, []any) {
+	cond, args := m.where(table)
+	return `SELECT COALESCE(MAX(table_rows), 0) FROM information_schema.tables WHERE ` + cond, args
+}
+
+// CountRows implements Dialect.
+func (m MySQL) CountRows(table []string) string { return "SELECT COUNT(*) FROM " + m.Quote(table...) }
+
+// KeyBounds implements Dialect.
+func (m MySQL) KeyBounds(table []string, col string) string {
+	c := m.Quote(col)
+	return "SELECT MIN(" + c + "), MAX(" + c + ") FROM " + m.Quote(table...)
+}
+
+// KeyAt implements Dialect.
+func (m MySQL) KeyAt(table []string, col string) string {
+	c := m.Quote(col)
+	return "SELECT " + c + " FROM " + m.Quote(table...) + " ORDER BY " + c + " LIMIT 1 OFFSET ?"
+}

@@ -1,0 +1,23 @@
+package dialect
+
+// DrillCount implements Dialect.
+func (m MySQL) DrillCount(table, key []string, fence string, after bool, r Range) Query {
+	var q Query
+	ph := func(arg int) string { q.Args = append(q.Args, arg); return "?" }
+	sel := "SELECT COUNT(*), COALESCE(SUM(" + m.Quote(fence) + " < " + ph(len(key)+2) + "), 0) FROM " + m.Quote(table...)
+	q.SQL = sel + drillWhere(m, key, after, r, ph)
+	return q
+}
+
+// DrillDropTable implements Dialect.
+func (m MySQL) DrillDropTable(table []string) string {
+	return "DROP TABLE IF EXISTS " + m.Quote(table...)
+}
+
+// DrillForget implements Dialect.
+func (m MySQL) DrillForget() []string {
+	return []string{
+		"DELETE FROM " + m.Quote(CheckpointTable) + " WHERE plan = ?",
+		"DELETE FROM " + m.Quote(FenceTable) + " WHERE plan = ?",
+	}
+}

@@ -1,0 +1,76 @@
+package dialect
+
+import (
+	"strings"
+)
+
+// collation is the binary NO PAD collation: keys equal in PostgreSQL are
+// equal here, no more (case, accents and trailing spaces all count).
+func (m MySQL) collation() string {
+	if m.MariaDB || !versionAtLeast(m.Version, 8, 0, 0) {
+		return "utf8mb4_nopad_bin"
+	}
+	return "utf8mb4_0900_bin"
+}
+
+// CreateTable implements Dialect.
+func (m MySQL) CreateTable(table []string, cols []Column, key []string, fence string) string {
+	defs := make([]string, 0, len(cols)+2)
+	for _, c := range cols {
+		d := m.Quote(c.Name) + " " + c.Type
+		if c.NotNull {
+			d += " NOT NULL"
+		}
+		defs = append(defs, d)
+	}
+	defs = append(defs, m.Quote(fence)+" bigint NOT NULL DEFAULT 0", "PRIMARY KEY ("+m.quoteList(key)+")")
+	return "CREATE TABLE " + m.Quote(table...) + " (\n  " + strings.Join(defs, ",\n  ") +
+		"\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=" + m.collation()
+}
+
+// AddFenceColumn implements Dialect.
+func (m MySQL) AddFenceColumn(table []string, fence string) string {
+	return "ALTER TABLE " + m.Quote(table...) + " ADD COLUMN " + m.Quote(fence) + " bigint NOT NULL DEFAULT 0"
+}
+
+// Helpers implements Dialect. The fence row has a check counter: an UPDATE
+// that changes nothing reports no affected row in MySQL.
+func (m MySQL) Helpers() []string {
+	tail := " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=" + m.collation()
+	return []string{
+		`CREATE TABLE IF NOT EXISTS ` + m.Quote(FenceTable) + ` (
+  plan varchar(191) NOT NULL, tbl varchar(191) NOT NULL, shard int NOT NULL,
+  token bigint NOT NULL, owner varchar(255) NOT NULL,
+  claimed_at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), checks bigint NOT NULL DEFAULT 0,
+  PRIMARY KEY (plan, tbl, shard))` + tail,
+		`CREATE TABLE IF NOT EXISTS ` + m.Quote(CheckpointTable) + ` (
+  plan varchar(191) NOT NULL, tbl varchar(191) NOT NULL, shard int NOT NULL,
+  lo_key text, hi_key text, last_key text,
+  rows_done bigint NOT NULL DEFAULT 0, token bigint NOT NULL DEFAULT 0,
+  state varchar(16) NOT NULL DEFAULT 'pending', updated_at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+  PRIMARY KEY (plan, tbl, shard))` + tail,
+	}
+}
+
+// SetupLock implements Dialect.
+func (MySQL) SetupLock(name string) (string, []any) {
+	return "SELECT GET_LOCK(?, 1)", []any{lockName(name)}
+}
+
+// SetupUnlock implements Dialect.
+func (MySQL) SetupUnlock(name string) (string, []any) {
+	return "SELECT RELEASE_LOCK(?)", []any{lockName(name)}
+}
+
+// lockName fits MySQL's 64-character lock names.
+func lockName(name string) string {
+	if len(name) > 64 {
+		return name[:64]
+	}
+	return name
+}
+
+// MaxToken implements Dialect.
+func (m MySQL) MaxToken(table []string, fence string) string {
+	return "SELECT COALESCE(MAX(" + m.Quote(fence) + "), 0) FROM " + m.Quote(table...)
+}

@@ -1,0 +1,63 @@
+package dialect
+
+import (
+	"database/sql"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/migrate-dev/migrate/plans"
+)
+
+// Postgres is the dialect of PostgreSQL 15+.
+type Postgres struct{}
+
+// Engine implements Dialect.
+func (Postgres) Engine() plans.Engine { return plans.Postgres }
+
+// Open implements Dialect. Timeouts are set as startup parameters, so every
+// connection of the pool carries them from its first statement.
+func (Postgres) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
+	cfg, err := pgx.ParseConfig(dsn.Secret())
+	if err != nil {
+		return nil, fmt.Errorf("postgres DSN %s: invalid", dsn) // pgx's text may quote the input
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = "migrate"
+	if s.IdleInTransaction > 0 {
+		cfg.RuntimeParams["idle_in_transaction_session_timeout"] = ms(s.IdleInTransaction)
+	}
+	if s.Statement > 0 {
+		cfg.RuntimeParams["statement_timeout"] = ms(s.Statement)
+	}
+	if s.Lock > 0 {
+		cfg.RuntimeParams["lock_timeout"] = ms(s.Lock)
+	}
+	return stdlib.OpenDB(*cfg), nil
+}
+
+func ms(d time.Duration) string {
+	v := d.Milliseconds()
+	if v < 1 {
+		v = 1
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// Quote implements Dialect.
+func (Postgres) Quote(ident ...string) string { return pgx.Identifier(ident).Sanitize() }
+
+func (p Postgres) quoteList(cols []string) string { return quoteList(p, cols) }
+
+// BoundTx implements Dialect with transaction-local settings.
+func (Postgres) BoundTx(remaining time.Duration) (string, []any) {
+	return `SELECT set_config('statement_timeout', $1, true), set_config('lock_timeout', $1, true),
+  set_config('idle_in_transaction_session_timeout', $1, true)`, []any{ms(remaining)}
+}
+
+// UnboundTx implements Dialect: BoundTx's settings end with the transaction.
+func (Postgres) UnboundTx() string { return "" }

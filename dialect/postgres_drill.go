@@ -1,0 +1,27 @@
+package dialect
+
+import (
+	"strconv"
+)
+
+// DrillCount implements Dialect.
+func (p Postgres) DrillCount(table, key []string, fence string, after bool, r Range) Query {
+	var q Query
+	ph := func(arg int) string { q.Args = append(q.Args, arg); return "$" + strconv.Itoa(len(q.Args)) }
+	sel := "SELECT count(*), count(*) FILTER (WHERE " + p.Quote(fence) + " < " + ph(len(key)+2) + ") FROM " + p.Quote(table...)
+	q.SQL = sel + drillWhere(p, key, after, r, ph)
+	return q
+}
+
+// DrillDropTable implements Dialect.
+func (p Postgres) DrillDropTable(table []string) string {
+	return "DROP TABLE IF EXISTS " + p.Quote(table...)
+}
+
+// DrillForget implements Dialect.
+func (p Postgres) DrillForget() []string {
+	return []string{
+		"DELETE FROM " + p.Quote(CheckpointTable) + " WHERE plan = $1",
+		"DELETE FROM " + p.Quote(FenceTable) + " WHERE plan = $1",
+	}
+}
