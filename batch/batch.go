@@ -22,7 +22,7 @@ import (
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
-	"github.com/migrate-dev/migrate/internal/backoff"
+	"github.com/migrate-dev/migrate/internal/retry"
 )
 
 // ErrHalted means automatic recovery gave up on the shard — max_retries
@@ -269,7 +269,7 @@ func (c *Copier) read(ctx context.Context, spec Spec, keyIdx []int, after []any,
 	checked := time.Now()
 	for {
 		var rows [][]any
-		err := retry(ctx, spec, func() error {
+		err := c.retry(ctx, spec, "read", func() error {
 			if c.SchemaCheck != nil && time.Since(checked) >= SchemaEvery {
 				checked = time.Now()
 				if err := c.SchemaCheck(ctx); err != nil {
@@ -290,7 +290,7 @@ func (c *Copier) read(ctx context.Context, spec Spec, keyIdx []int, after []any,
 				}
 			}
 			return err
-		}, c, "read")
+		})
 		pg := page{rows: rows, err: err}
 		if err == nil {
 			pg.bulk = encode(rows)
@@ -457,7 +457,7 @@ type written struct {
 // see runway) as one batch, retrying transient failures with backoff; each
 // attempt is one whole transaction. done is the rows done before them.
 func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fence.Token, owner string, keyIdx []int, pg page, encode func([][]any) []byte, done int64, p *pace, bulk *atomic.Bool) (w written, err error) {
-	err = retry(ctx, spec, func() error {
+	err = c.retry(ctx, spec, "write", func() error {
 		n, err := c.runway(ctx, spec, lease, len(pg.rows), p)
 		if err != nil {
 			return err
@@ -485,7 +485,7 @@ func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease Lease, t fe
 			return smaller{err}
 		}
 		return err
-	}, c, "write")
+	})
 	return w, err
 }
 
@@ -780,57 +780,55 @@ func (p permanent) Unwrap() error { return p.err }
 // spec.MaxRetries+1 times in a row; then it returns ErrHalted with the last
 // error. A database that is unavailable (dialect.Unavailable) is waited
 // for up to spec.MaxOutage from its first such failure without counting
-// attempts. It waits backoff.Delay between attempts.
-func retry(ctx context.Context, spec Spec, fn func() error, c *Copier, what string) error {
+// attempts; a batch that did not fit the lease's runway is tried again at
+// once, smaller (retry.Budget).
+func (c *Copier) retry(ctx context.Context, spec Spec, what string, fn func() error) error {
 	sh := spec.Shard
-	var outage time.Time // since when the database is unavailable; zero when it is not
-	for attempt, failures := 0, 0; ; attempt++ {
-		err := fn()
-		if err == nil {
-			return nil
+	kind := func(err error) retry.Kind {
+		switch {
+		case errors.As(err, new(permanent)):
+			return retry.Final
+		case errors.As(err, new(smaller)):
+			return retry.Now
+		case dialect.Classify(err) == dialect.Unavailable:
+			return retry.Outage
 		}
-		var p permanent
-		if errors.As(err, &p) {
-			return p.err
-		}
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if s := (smaller{}); errors.As(err, &s) {
-			if c.Log != nil {
-				c.Log.Info("the batch did not fit the lease's runway; trying a smaller one", "shard", sh.String(), "err", s.err)
-			}
-			continue
-		}
+		return retry.Failure
+	}
+	onRetry := func(err error, k retry.Kind, attempt int, wait time.Duration) {
 		if c.OnFailure != nil {
 			c.OnFailure(sh, err)
 		}
-		unavailable := spec.MaxOutage > 0 && dialect.Classify(err) == dialect.Unavailable
-		switch {
-		case !unavailable:
-			outage = time.Time{}
-			failures++
-		case outage.IsZero():
-			outage = time.Now()
-		}
-		if failures > spec.MaxRetries {
-			return fmt.Errorf("%w: %s %s failed %d times: %w", ErrHalted, what, sh, failures, err)
-		}
-		if unavailable && time.Since(outage) > spec.MaxOutage {
-			return fmt.Errorf("%w: %s %s: the database has been unavailable for %v (max %v): %w", ErrHalted, what, sh, time.Since(outage).Round(time.Second), spec.MaxOutage, err)
-		}
-		sleep := backoff.Delay(min(attempt+1, 6))
 		if c.Log != nil {
 			msg := "batch failed, retrying"
-			if unavailable {
+			if k == retry.Outage {
 				msg = "database unavailable, retrying"
 			}
-			c.Log.Warn(msg, "shard", sh.String(), "op", what, "attempt", attempt+1, "backoff", sleep, "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(sleep):
+			c.Log.Warn(msg, "shard", sh.String(), "op", what, "attempt", attempt, "backoff", wait, "err", err)
 		}
 	}
+	err := retry.Do(ctx, &retry.Budget{MaxFailures: spec.MaxRetries, MaxOutage: spec.MaxOutage}, func() error {
+		err := fn()
+		if s := (smaller{}); errors.As(err, &s) && c.Log != nil {
+			c.Log.Info("the batch did not fit the lease's runway; trying a smaller one", "shard", sh.String(), "err", s.err)
+		}
+		return err
+	}, kind, onRetry)
+	var p permanent
+	var ex *retry.Exhausted
+	switch {
+	case errors.As(err, &p):
+		return p.err
+	case errors.As(err, &ex) && ex.Outage > 0:
+		if c.OnFailure != nil {
+			c.OnFailure(sh, ex.Err)
+		}
+		return fmt.Errorf("%w: %s %s: the database has been unavailable for %v (max %v): %w", ErrHalted, what, sh, ex.Outage.Round(time.Second), spec.MaxOutage, ex.Err)
+	case errors.As(err, &ex):
+		if c.OnFailure != nil {
+			c.OnFailure(sh, ex.Err)
+		}
+		return fmt.Errorf("%w: %s %s failed %d times: %w", ErrHalted, what, sh, ex.Failures, ex.Err)
+	}
+	return err
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
-	"github.com/migrate-dev/migrate/internal/backoff"
+	"github.com/migrate-dev/migrate/internal/retry"
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/metrics"
 	"github.com/migrate-dev/migrate/plans"
@@ -209,21 +209,19 @@ func (r *Runner) ping(ctx context.Context, statusOnly bool) error {
 // database or Redis dropped or reset the connection (dialect.Unavailable
 // but not refused), for up to max_outage.
 func (r *Runner) whileUnavailable(ctx context.Context, msg string, fn func() error) error {
-	start := time.Now()
-	for attempt := 1; ; attempt++ {
-		err := fn()
-		if err == nil || ctx.Err() != nil || dialect.Classify(err) != dialect.Unavailable ||
-			errors.Is(err, syscall.ECONNREFUSED) || time.Since(start) > r.plan.MaxOutage {
-			return err
+	kind := func(err error) retry.Kind {
+		if ctx.Err() == nil && dialect.Classify(err) == dialect.Unavailable && !errors.Is(err, syscall.ECONNREFUSED) {
+			return retry.Outage
 		}
-		wait := backoff.Delay(min(attempt, 6))
-		r.log.Warn(msg, "err", err, "attempt", attempt, "backoff", wait)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
+		return retry.Final
 	}
+	err := retry.Do(ctx, &retry.Budget{MaxOutage: r.plan.MaxOutage}, fn, kind, func(err error, _ retry.Kind, attempt int, wait time.Duration) {
+		r.log.Warn(msg, "err", err, "attempt", attempt, "backoff", wait)
+	})
+	if ex := (*retry.Exhausted)(nil); errors.As(err, &ex) {
+		return ex.Err
+	}
+	return err
 }
 
 func (r *Runner) pingOnce(ctx context.Context, statusOnly bool) error {

@@ -13,7 +13,7 @@ import (
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
-	"github.com/migrate-dev/migrate/internal/backoff"
+	"github.com/migrate-dev/migrate/internal/retry"
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/metrics"
 	"github.com/migrate-dev/migrate/verify"
@@ -40,9 +40,8 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 	s := j.spec.Shard
 	base := leaseBase(s)
 	log := r.log.With("shard", s.String())
-	failures, attempts := 0, 0
-	var outage time.Time // since when a database has been unavailable
-	var lost error       // the lease lost to Redis that this loop is taking again
+	budget := retry.Budget{MaxFailures: r.plan.MaxRetries, MaxOutage: r.maxOutage()}
+	var lost error // the lease lost to Redis that this loop is taking again
 	electStart := time.Now()
 	for {
 		cp, err := r.cursor.Read(ctx, r.dst, s)
@@ -54,7 +53,7 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 		}
 		var held *lock.HeldError
 		var rc errReclaim
-		var retry errRetry
+		var again errRetry
 		var ll errLeaseLost
 		if errors.As(err, &ll) {
 			// A lease lost to Redis, with no successor in the target, is
@@ -86,33 +85,26 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 			if err := r.locker.RaiseToken(ctx, base, int64(rc.watermark)); err != nil {
 				return err
 			}
-		case errors.As(err, &retry) || !errors.Is(err, ErrHalted) && !errors.Is(err, ErrFenced):
+		case errors.As(err, &again) || !errors.Is(err, ErrHalted) && !errors.Is(err, ErrFenced):
 			// Anything else failed before a row was written (reading the
 			// checkpoint, the lease, the takeover): try again, a few times,
 			// or while a database is unavailable or the claim waits for the
 			// previous holder's transaction to end (its server-side bounds
 			// end it), up to the outage limit.
+			kind := retry.Failure
 			if dialect.Classify(err) == dialect.Unavailable || dialect.LockTimeout(err) {
-				if outage.IsZero() {
-					outage = time.Now()
-				}
-				if d := time.Since(outage); d > r.maxOutage() {
-					return errors.Join(lost, fmt.Errorf("%s: unavailable for %v (max_outage %v): %w", s, d.Round(time.Second), r.maxOutage(), err))
-				}
-			} else {
-				outage = time.Time{}
-				failures++
+				kind = retry.Outage
 			}
-			if failures > r.plan.MaxRetries {
-				return errors.Join(lost, fmt.Errorf("%s: gave up after %d attempts: %w", s, failures, err))
+			attempt, wait, ex := budget.Fail(err, kind)
+			switch {
+			case ex != nil && ex.Outage > 0:
+				return errors.Join(lost, fmt.Errorf("%s: unavailable for %v (max_outage %v): %w", s, ex.Outage.Round(time.Second), r.maxOutage(), err))
+			case ex != nil:
+				return errors.Join(lost, fmt.Errorf("%s: gave up after %d attempts: %w", s, ex.Failures, err))
 			}
-			attempts++
-			wait := backoff.Delay(min(attempts, 6))
-			log.Warn("could not take the shard, retrying", "err", err, "attempt", attempts, "backoff", wait)
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(wait):
+			log.Warn("could not take the shard, retrying", "err", err, "attempt", attempt, "backoff", wait)
+			if err := retry.Sleep(ctx, wait); err != nil {
+				return err
 			}
 		default:
 			return err
