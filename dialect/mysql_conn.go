@@ -3,17 +3,16 @@ package dialect
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"database/sql"
 	"fmt"
 	"net"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
 
+	"github.com/migrate-dev/migrate/internal/tlsca"
 	"github.com/migrate-dev/migrate/plans"
 )
 
@@ -129,8 +128,8 @@ func useTLSCA(cfg *mysql.Config, dsn plans.DSN) error {
 		return nil
 	}
 	delete(cfg.Params, tlsCAParam)
-	if path == "" {
-		return fmt.Errorf("mysql DSN %s: %s is empty; give the path of a PEM CA file", dsn, tlsCAParam)
+	if err := tlsca.CheckPath(tlsCAParam, path); err != nil {
+		return fmt.Errorf("mysql DSN %s: %w", dsn, err)
 	}
 	switch cfg.TLSConfig {
 	case "", "true":
@@ -148,13 +147,9 @@ func useTLSCA(cfg *mysql.Config, dsn plans.DSN) error {
 	default:
 		return fmt.Errorf("mysql DSN %s: %s needs a TCP address (the certificate is checked against the host name)", dsn, tlsCAParam)
 	}
-	pem, err := os.ReadFile(path)
+	roots, err := tlsca.Load(tlsCAParam, path)
 	if err != nil {
-		return fmt.Errorf("mysql DSN %s: %s: %w", dsn, tlsCAParam, err) // the path and why: no secret
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(pem) {
-		return fmt.Errorf("mysql DSN %s: %s %s holds no PEM certificate", dsn, tlsCAParam, path)
+		return fmt.Errorf("mysql DSN %s: %w", dsn, err)
 	}
 	cfg.TLSConfig = ""
 	cfg.TLS = &tls.Config{RootCAs: roots, ServerName: host, MinVersion: tls.VersionTLS12}
