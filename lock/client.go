@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/migrate-dev/migrate/internal/tlsca"
 )
 
 // Dial returns a go-redis client for a Redis URL, after the shape its scheme
@@ -120,18 +121,7 @@ func cutParam(rest, name string) (out, value string, found bool, err error) {
 
 // loadRoots reads a PEM file of CA certificates.
 func loadRoots(path string) (*x509.CertPool, error) {
-	if path == "" {
-		return nil, fmt.Errorf("%s is empty; give the path of a PEM CA file", tlsCAParam)
-	}
-	pem, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", tlsCAParam, err) // the path and why: no secret
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("%s %s holds no PEM certificate", tlsCAParam, path)
-	}
-	return roots, nil
+	return tlsca.Load(tlsCAParam, path)
 }
 
 // withRoots is go-redis's TLS config (nil without TLS) verifying against
