@@ -108,15 +108,15 @@ func isSchemeToken(s string) bool {
 }
 
 func parseURL(engine Engine, s string) (DSN, error) {
-	prefix, rest, _ := strings.Cut(s, "://")
+	_, rest, _ := strings.Cut(s, "://")
 	// Refuse shapes where a badly encoded password would land outside the
 	// userinfo, where it could not be redacted.
 	if strings.Contains(s, "#") {
 		return DSN{}, dsnErrorf("%s DSN contains '#'; percent-encode it as %%23 (also in a password)", engine)
 	}
-	authority, after := rest, ""
+	after := ""
 	if i := strings.IndexAny(rest, "/?"); i >= 0 {
-		authority, after = rest[:i], rest[i:]
+		after = rest[i:]
 	}
 	if misplacedAt(after) {
 		return DSN{}, dsnErrorf("%s DSN has an '@' after the host; percent-encode it as %%40 there, and reserved characters in a password (@ / ? # as %%40 %%2F %%3F %%23)", engine)
@@ -125,25 +125,16 @@ func parseURL(engine Engine, s string) (DSN, error) {
 	if err != nil {
 		return DSN{}, dsnErrorf("%s DSN is not a valid URL: %s; percent-encode reserved characters in the password", engine, urlProblem(err))
 	}
-	d := DSN{engine: engine, secret: s, rawQuery: u.RawQuery}
-	userinfo, hostport := "", authority
-	if i := strings.LastIndex(authority, "@"); i >= 0 {
-		userinfo, hostport = authority[:i+1], authority[i+1:]
-	}
+	d := DSN{engine: engine, secret: s, redacted: redactSpans(s, secretSpans(s)), rawQuery: u.RawQuery}
 	if u.User != nil {
 		d.user = u.User.Username()
-		if p, ok := u.User.Password(); ok {
-			d.password = p
-			user, _, _ := strings.Cut(userinfo, ":")
-			userinfo = user + ":" + redactedPassword + "@"
-		}
+		d.password, _ = u.User.Password()
 	}
 	d.host, d.port = u.Hostname(), u.Port()
 	d.database = strings.TrimPrefix(u.Path, "/")
 	if d.password == "" {
 		d.password = queryPassword(u.RawQuery)
 	}
-	d.redacted = prefix + "://" + userinfo + hostport + redactAfterHost(after)
 
 	if d.port != "" {
 		if n, err := strconv.Atoi(d.port); err != nil || n < 1 || n > 65535 {
@@ -203,16 +194,11 @@ func parseNative(s string) (DSN, error) {
 		return DSN{}, bad
 	}
 	left, right := s[:slash], s[slash+1:]
-	d := DSN{engine: MySQL, secret: s, native: true}
-	userinfo, proto := "", left
+	d := DSN{engine: MySQL, secret: s, redacted: redactSpans(s, secretSpans(s)), native: true}
+	proto := left
 	if at := strings.LastIndex(left, "@"); at >= 0 {
-		userinfo, proto = left[:at], left[at+1:]
-		user, pass, hasPass := strings.Cut(userinfo, ":")
-		d.user, d.password = user, pass
-		if hasPass {
-			userinfo = user + ":" + redactedPassword
-		}
-		userinfo += "@"
+		proto = left[at+1:]
+		d.user, d.password, _ = strings.Cut(left[:at], ":")
 	}
 	netw, addr, ok := strings.Cut(proto, "(")
 	if !ok || !strings.HasSuffix(addr, ")") {
@@ -252,7 +238,6 @@ func parseNative(s string) (DSN, error) {
 	if d.password == "" {
 		d.password = queryPassword(d.rawQuery)
 	}
-	d.redacted = userinfo + proto + "/" + redactAfterHost(right)
 	return d, nil
 }
 
@@ -295,38 +280,6 @@ func isSecretParam(rawKey string) bool {
 	return false
 }
 
-// redactQuery replaces the values of secret parameters, keeping everything
-// else as written.
-func redactQuery(raw string) string {
-	var b strings.Builder
-	for i := 0; i < len(raw); {
-		j := strings.IndexAny(raw[i:], "&;")
-		end := len(raw)
-		if j >= 0 {
-			end = i + j
-		}
-		seg := raw[i:end]
-		if k, _, ok := strings.Cut(seg, "="); ok && isSecretParam(k) {
-			seg = k + "=" + redactedPassword
-		}
-		b.WriteString(seg)
-		if end < len(raw) {
-			b.WriteByte(raw[end])
-		}
-		i = end + 1
-	}
-	return b.String()
-}
-
-// redactAfterHost redacts the query part of "path?query".
-func redactAfterHost(after string) string {
-	path, query, ok := strings.Cut(after, "?")
-	if !ok {
-		return after
-	}
-	return path + "?" + redactQuery(query)
-}
-
 func queryPassword(raw string) string {
 	var pw string
 	splitQuery(raw, func(k, v string) {
@@ -360,7 +313,8 @@ func (d DSN) Engine() Engine { return d.engine }
 func (d DSN) IsZero() bool { return d == DSN{} }
 
 // Redacted returns the DSN as written, with every password replaced by
-// "xxxxx" ("" for the zero DSN).
+// "xxxxx" ("" for the zero DSN): the userinfo's and the values of
+// credential-like parameters, in their places (the ones Secrets returns).
 func (d DSN) Redacted() string { return d.redacted }
 
 // String returns the redacted DSN.

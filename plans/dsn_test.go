@@ -128,6 +128,16 @@ func TestParseDSN(t *testing.T) {
 			redacted: "postgres://db/shop?a=1;password=xxxxx",
 		},
 		{
+			name: "empty password still marked", in: "postgres://app:@db/shop?password=&sslmode=disable",
+			engine: Postgres, user: "app", host: "db", db: "shop",
+			redacted: "postgres://app:xxxxx@db/shop?password=xxxxx&sslmode=disable",
+		},
+		{
+			name: "mysql native empty password and pwd parameter", in: "root:@tcp(db)/shop?pwd=s3cret;tls=true",
+			engine: MySQL, user: "root", pass: "s3cret", host: "db", db: "shop",
+			redacted: "root:xxxxx@tcp(db)/shop?pwd=xxxxx;tls=true",
+		},
+		{
 			name: "encoded password key", in: "postgres://db/shop?PASS%57ORD=s3cret",
 			engine: Postgres, pass: "s3cret", host: "db", db: "shop",
 			redacted: "postgres://db/shop?PASS%57ORD=xxxxx",
