@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/migrate-dev/migrate/internal/tlsca"
+	"github.com/migrate-dev/migrate/plans"
 )
 
 // Dial returns a go-redis client for a Redis URL, after the shape its scheme
@@ -136,31 +137,9 @@ func withRoots(c *tls.Config, roots *x509.CertPool) *tls.Config {
 	return c
 }
 
-// dialError is go-redis's parse error with any password in the URL taken
-// out (its messages quote parameter names and addresses, but be sure).
+// dialError is go-redis's parse error with the URL's passwords taken out
+// by plans.Redact, in every form its message may quote them (net/url's
+// errors quote the whole URL).
 func dialError(err error, url string) error {
-	msg := err.Error()
-	for _, secret := range secrets(url) {
-		msg = strings.ReplaceAll(msg, secret, "xxxxx")
-	}
-	return errors.New(msg)
-}
-
-// secrets are the values in url that may be passwords: the userinfo's and
-// those of password= parameters.
-func secrets(url string) []string {
-	var out []string
-	_, rest, _ := strings.Cut(url, "://")
-	if at := strings.LastIndex(strings.SplitN(rest, "/", 2)[0], "@"); at >= 0 {
-		if _, pw, ok := strings.Cut(rest[:at], ":"); ok && pw != "" {
-			out = append(out, pw)
-		}
-	}
-	_, query, _ := strings.Cut(rest, "?")
-	for _, kv := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
-		if k, v, _ := strings.Cut(kv, "="); strings.Contains(strings.ToLower(k), "pass") && v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
+	return errors.New(plans.Redact(err.Error(), plans.Secrets(url)))
 }

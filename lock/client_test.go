@@ -143,6 +143,10 @@ func TestDial_URLs(t *testing.T) {
 		"redis+cluster://:s3cret@127.0.0.1:1?bogus=s3cret": "unexpected option",
 		"redis+ring://:s3cret@127.0.0.1:1":                 "scheme must be",
 		"redis://:s3cret@127.0.0.1:1/0":                    "",
+		// net/url's errors quote the whole URL (and here a piece of the
+		// password as a port).
+		"redis://:s3cret/x@127.0.0.1:1/0": "invalid port",
+		"redis://:s3cret x@127.0.0.1:1/0": "invalid userinfo",
 	} {
 		rdb, err := Dial(url)
 		if want == "" {
