@@ -34,8 +34,7 @@ func (m MySQL) Load(ctx context.Context, conn *sql.Conn, table []string, cols []
 	name := "migrate-" + strconv.FormatInt(loads.Add(1), 10)
 	mysql.RegisterReaderHandler(name, func() io.Reader { return bytes.NewReader(data) })
 	defer mysql.DeregisterReaderHandler(name)
-	res, err := conn.ExecContext(ctx, "LOAD DATA LOCAL INFILE 'Reader::"+name+"' INTO TABLE "+m.Quote(table...)+
-		` CHARACTER SET utf8mb4 FIELDS TERMINATED BY '\t' ESCAPED BY '\\' LINES TERMINATED BY '\n' (`+m.quoteList(bulkNames(cols, fence))+")")
+	res, err := conn.ExecContext(ctx, m.loadStatement(name, table, cols, fence))
 	var me *mysql.MySQLError
 	if errors.As(err, &me) && (me.Number == 1148 || me.Number == 3948 || me.Number == 2068) {
 		return fmt.Errorf("%w: %s", ErrNotBulk, me.Message)
@@ -58,6 +57,13 @@ func (m MySQL) Load(ctx context.Context, conn *sql.Conn, table []string, cols []
 		return fmt.Errorf("%w: LOAD DATA raised %d warnings (a value MySQL would have coerced)", ErrNotBulk, warnings)
 	}
 	return nil
+}
+
+// loadStatement is Load's LOAD DATA of cols and the fence column into
+// table, from the reader registered as name.
+func (m MySQL) loadStatement(name string, table []string, cols []Column, fence string) string {
+	return "LOAD DATA LOCAL INFILE 'Reader::" + name + "' INTO TABLE " + m.Quote(table...) +
+		` CHARACTER SET utf8mb4 FIELDS TERMINATED BY '\t' ESCAPED BY '\\' LINES TERMINATED BY '\n' (` + m.quoteList(bulkNames(cols, fence)) + ")"
 }
 
 // myLoadText appends v as a field of LOAD DATA's default format for column

@@ -26,7 +26,7 @@ func (Postgres) Encode(buf *bytes.Buffer, cols []Column, token int64, rows [][]a
 // Load implements BulkInserter by COPY … FROM STDIN; a unique violation
 // is ErrConflict.
 func (p Postgres) Load(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, data []byte, n int) error {
-	stmt := "COPY " + p.Quote(table...) + " (" + p.quoteList(bulkNames(cols, fence)) + ") FROM STDIN"
+	stmt := p.copyStatement(table, cols, fence)
 	err := conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
@@ -40,6 +40,11 @@ func (p Postgres) Load(ctx context.Context, conn *sql.Conn, table []string, cols
 		return fmt.Errorf("%w: %s", ErrConflict, pe.Message)
 	}
 	return err
+}
+
+// copyStatement is Load's COPY of cols and the fence column into table.
+func (p Postgres) copyStatement(table []string, cols []Column, fence string) string {
+	return "COPY " + p.Quote(table...) + " (" + p.quoteList(bulkNames(cols, fence)) + ") FROM STDIN"
 }
 
 // pgCopyText appends v as a field of COPY's text format for column c, or

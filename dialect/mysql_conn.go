@@ -34,6 +34,20 @@ func (MySQL) Engine() plans.Engine { return plans.MySQL }
 // strict mode, and carry the F3 timeouts as session variables set on
 // connect. (Lease transactions ask for READ COMMITTED when they begin.)
 func (MySQL) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
+	cfg, err := mysqlOpenConfig(dsn, s)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("mysql DSN %s: invalid", dsn)
+	}
+	return sql.OpenDB(conn), nil
+}
+
+// mysqlOpenConfig is the driver config of Open's connections to dsn, with
+// the session s.
+func mysqlOpenConfig(dsn plans.DSN, s Session) (*mysql.Config, error) {
 	cfg, err := mysqlConfig(dsn)
 	if err != nil {
 		return nil, err
@@ -69,11 +83,7 @@ func (MySQL) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
 	// Room for a verification chunk's rows in one GROUP_CONCAT (it is cut
 	// at max_allowed_packet all the same, which Checksum detects).
 	cfg.Params["group_concat_max_len"] = "1073741824"
-	conn, err := mysql.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("mysql DSN %s: invalid", dsn)
-	}
-	return sql.OpenDB(conn), nil
+	return cfg, nil
 }
 
 // mysqlConfig turns a mysql:// URL or a native DSN into a driver config.

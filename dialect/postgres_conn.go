@@ -20,6 +20,15 @@ func (Postgres) Engine() plans.Engine { return plans.Postgres }
 // Open implements Dialect. Timeouts are set as startup parameters, so every
 // connection of the pool carries them from its first statement.
 func (Postgres) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
+	cfg, err := pgOpenConfig(dsn, s)
+	if err != nil {
+		return nil, err
+	}
+	return stdlib.OpenDB(*cfg), nil
+}
+
+// pgOpenConfig is the config of Open's connections to dsn, with the session s.
+func pgOpenConfig(dsn plans.DSN, s Session) (*pgx.ConnConfig, error) {
 	cfg, err := pgx.ParseConfig(dsn.Secret())
 	if err != nil {
 		return nil, fmt.Errorf("postgres DSN %s: invalid", dsn) // pgx's text may quote the input
@@ -37,7 +46,7 @@ func (Postgres) Open(dsn plans.DSN, s Session) (*sql.DB, error) {
 	if s.Lock > 0 {
 		cfg.RuntimeParams["lock_timeout"] = ms(s.Lock)
 	}
-	return stdlib.OpenDB(*cfg), nil
+	return cfg, nil
 }
 
 func ms(d time.Duration) string {
