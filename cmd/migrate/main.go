@@ -5,18 +5,13 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/migrate-dev/migrate/plans"
@@ -141,30 +136,8 @@ func guard(stderr io.Writer, fn func() int) (code int) {
 	return fn()
 }
 
-// redactPasswords replaces every password in s, as given and in the
-// escaped forms printing may have put it in (percent-encoded for a URL's
-// query, path or userinfo, Go- or JSON-quoted), by xxxxx.
+// redactPasswords is plans.Redact: every password in s, in any form
+// printing may have put it in, becomes xxxxx.
 func redactPasswords(s string, passwords []string) string {
-	var forms []string
-	for _, pw := range passwords {
-		if pw == "" {
-			continue
-		}
-		userinfo := strings.TrimPrefix(url.UserPassword("", pw).String(), ":")
-		for _, f := range []string{pw, url.QueryEscape(pw), url.PathEscape(pw), userinfo} {
-			goq, jsq := strconv.Quote(f), []byte(`""`)
-			if b, err := json.Marshal(f); err == nil {
-				jsq = b
-			}
-			forms = append(forms, f, goq[1:len(goq)-1], string(jsq[1:len(jsq)-1]))
-		}
-	}
-	// Longest first, so a form that contains another goes whole.
-	slices.SortFunc(forms, func(a, b string) int { return len(b) - len(a) })
-	for _, f := range forms {
-		if f != "" {
-			s = strings.ReplaceAll(s, f, "xxxxx")
-		}
-	}
-	return s
+	return plans.Redact(s, passwords)
 }
