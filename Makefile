@@ -12,8 +12,12 @@ test:
 demo:
 	scripts/demo.sh
 
-# BENCH_ROWS, BENCH_RUNS, BENCH_ONLY, BENCH_SCALE_ROWS, BENCH_DURABLE, BENCH_FLEET,
-# BENCH_FLEET_SHARDS, BENCH_FLEET_INSTANCES, BENCH_FLEET_TTL: see scripts/bench.sh.
+# The throughput benchmark: cmd/bench (internal/bench) measures and reports;
+# scripts/bench.sh starts the services and runs it. The report goes to stdout,
+# progress to stderr. Knobs: BENCH_ROWS, BENCH_RUNS, BENCH_ONLY,
+# BENCH_SCALE_ROWS, BENCH_DURABLE, BENCH_FLEET, BENCH_FLEET_SHARDS,
+# BENCH_FLEET_INSTANCES, BENCH_FLEET_TTL (each also a flag of cmd/bench:
+# scripts/bench.sh -h describes them).
 bench:
 	scripts/bench.sh
 
