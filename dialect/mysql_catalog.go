@@ -1,6 +1,7 @@
 package dialect
 
 import (
+	"slices"
 	"strings"
 )
 
@@ -21,15 +22,23 @@ func (MySQL) where(table []string) (string, []any) {
 // quotes the column name as an identifier (a backtick doubled).
 func (m MySQL) Columns(table []string) (string, []any) {
 	cond, args := m.where(table)
-	base := "LOWER(c.data_type)"
-	if m.MariaDB {
-		base = `CASE WHEN LOWER(c.data_type) = 'longtext' AND EXISTS (SELECT 1 FROM information_schema.check_constraints k
-  WHERE k.constraint_schema = c.table_schema AND k.table_name = c.table_name
-  AND k.check_clause = CONCAT('json_valid(` + "`" + `', REPLACE(c.column_name, '` + "`" + `', '` + "``" + `'), '` + "`" + `)')) THEN 'json' ELSE LOWER(c.data_type) END`
-	}
-	return `SELECT c.column_name, c.column_type, ` + base + `, c.is_nullable = 'NO'
-FROM information_schema.columns c WHERE ` + strings.ReplaceAll(cond, "table_", "c.table_") + `
+	cond = strings.ReplaceAll(cond, "table_", "c.table_")
+	if !m.MariaDB {
+		return `SELECT c.column_name, c.column_type, LOWER(c.data_type), c.is_nullable = 'NO'
+FROM information_schema.columns c WHERE ` + cond + `
 ORDER BY c.ordinal_position`, args
+	}
+	// The table's checks are read once, joined (a correlated subquery
+	// would build MariaDB's information_schema temporary table once per
+	// column: slow, and a statement timeout firing while one is built has
+	// crashed MariaDB 10.11).
+	kcond := "constraint_schema = COALESCE(?, DATABASE()) AND table_name = ?"
+	return `SELECT c.column_name, c.column_type, CASE WHEN LOWER(c.data_type) = 'longtext' AND k.check_clause IS NOT NULL THEN 'json' ELSE LOWER(c.data_type) END, c.is_nullable = 'NO'
+FROM information_schema.columns c
+LEFT JOIN (SELECT DISTINCT check_clause FROM information_schema.check_constraints WHERE ` + kcond + `) k
+  ON k.check_clause = CONCAT('json_valid(` + "`" + `', REPLACE(c.column_name, '` + "`" + `', '` + "``" + `'), '` + "`" + `)')
+WHERE ` + cond + `
+ORDER BY c.ordinal_position`, append(slices.Clone(args), args...)
 }
 
 // TableExists implements Dialect.
