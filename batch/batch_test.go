@@ -18,21 +18,25 @@ import (
 )
 
 // lease is a lease held for the whole test unless cancelled: the real lease
-// is tested in package lock; here only its two signals matter.
+// is tested in package lock; here only its token and two signals matter.
 type lease struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	deadline time.Time
+	token    fence.Token
 }
 
-func newLease(t testing.TB) *lease {
+// newLease is a lease of owner with token t.
+func newLease(t testing.TB, token fence.Token) *lease {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	t.Cleanup(func() { cancel(nil) })
-	return &lease{ctx: ctx, cancel: cancel, deadline: time.Now().Add(time.Hour)}
+	return &lease{ctx: ctx, cancel: cancel, deadline: time.Now().Add(time.Hour), token: token}
 }
 
 func (l *lease) Context() context.Context { return l.ctx }
 func (l *lease) Deadline() time.Time      { return l.deadline }
+func (l *lease) Token() int64             { return int64(l.token) }
+func (l *lease) Owner() string            { return owner }
 
 type env struct {
 	src, dst *sql.DB
@@ -115,7 +119,7 @@ func count(t testing.TB, db *sql.DB, q string) int64 {
 
 func TestCopier_Copy(t *testing.T) {
 	e := setup(t, 5500, 3)
-	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t), 3, owner, cursor.Checkpoint{})
+	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t, 3), cursor.Checkpoint{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +144,7 @@ func TestCopier_ResumeReplaysOnlyAfterCursor(t *testing.T) {
 	// cursor says 1000 was committed, so 1001..1500 are a replayed batch.
 	mustExec(t, e.dst, `INSERT INTO items SELECT g, 'item ' || g, g / 100.0, 1 FROM generate_series(1, 1500) g`)
 	mustExec(t, e.dst, `UPDATE _migrate_checkpoint SET rows_done = 1000, last_key = '["1000"]'`)
-	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t), 2, owner, cursor.Checkpoint{LastKey: []any{"1000"}, RowsDone: 1000})
+	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t, 2), cursor.Checkpoint{LastKey: []any{"1000"}, RowsDone: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +165,7 @@ func TestCopier_ResumeReplaysOnlyAfterCursor(t *testing.T) {
 func TestCopier_NewerRowsHalt(t *testing.T) {
 	e := setup(t, 3000, 2)
 	mustExec(t, e.dst, `INSERT INTO items VALUES (1500, 'other', 1, 99)`)
-	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t), 2, owner, cursor.Checkpoint{})
+	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t, 2), cursor.Checkpoint{})
 	if !errors.Is(err, batch.ErrHalted) {
 		t.Fatalf("Copy = %v, want ErrHalted", err)
 	}
@@ -173,66 +177,15 @@ func TestCopier_NewerRowsHalt(t *testing.T) {
 	}
 }
 
-// F3: a transaction begun under a lease is aborted by the server itself at
-// the lease's local deadline when its holder freezes inside it, so it cannot
-// stall a successor's claim until the holder wakes up.
-func TestBegin_FrozenHolderAbortedByDeadline(t *testing.T) {
-	e := setup(t, 10, 1)
-	l := newLease(t)
-	l.deadline = time.Now().Add(700 * time.Millisecond)
-	tx, tctx, cancel, err := batch.Begin(e.dst, dialect.Postgres{}, l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cancel()
-	var idle, stmt string
-	if err := tx.QueryRowContext(tctx, `SELECT current_setting('idle_in_transaction_session_timeout'), current_setting('statement_timeout')`).Scan(&idle, &stmt); err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range []string{idle, stmt} {
-		if d, err := time.ParseDuration(v); err != nil || d <= 0 || d > 700*time.Millisecond {
-			t.Errorf("server-side timeout %q inside the transaction, want at most the 700ms left on the lease", v)
-		}
-	}
-	if err := e.fence.Check(tctx, tx, e.spec.Shard, 1, owner); err != nil {
-		t.Fatal(err)
-	}
-	// The holder freezes here, the watermark row locked. A successor claims:
-	// it gets the row only once the frozen transaction has ended, which
-	// nothing but the lease's bound does (30s: it never was).
-	start := time.Now()
-	ctx, cancelClaim := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancelClaim()
-	claim, err := e.dst.BeginTx(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.fence.Claim(ctx, claim, e.spec.Shard, 2, "successor"); err != nil {
-		t.Fatalf("the successor's claim (after %v): %v; the frozen holder's transaction was not aborted at its deadline", time.Since(start), err)
-	}
-	if err := claim.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	waited := time.Since(start)
-	// The server's bounds are whole milliseconds of the time left.
-	if early := time.Until(l.deadline); early > 5*time.Millisecond {
-		t.Errorf("the claim got the watermark row %v before the frozen holder's deadline", early)
-	}
-	if err := tx.Commit(); err == nil {
-		t.Error("the frozen holder's transaction committed after its deadline")
-	}
-	t.Logf("successor's claim waited %v for a holder frozen with 700ms of lease left", waited)
-}
-
 func TestCopier_StaleTokenStopsAtOnce(t *testing.T) {
 	e := setup(t, 5000, 4)
-	l := newLease(t)
+	l := newLease(t, 4)
 	e.copier.OnBatch = func(_ fence.Shard, p batch.Progress) {
 		if fmt.Sprint(p.LastKey) == "[2000]" {
 			e.claim(t, 5, "successor") // a successor takes over after two batches
 		}
 	}
-	_, err := e.copier.Copy(t.Context(), e.spec, l, 4, owner, cursor.Checkpoint{})
+	_, err := e.copier.Copy(t.Context(), e.spec, l, cursor.Checkpoint{})
 	var st *fence.StaleError
 	if !errors.As(err, &st) || st.Watermark != 5 || st.Holder != "successor" {
 		t.Fatalf("Copy = %v, want a StaleError naming token 5 of successor", err)
@@ -247,13 +200,13 @@ func TestCopier_StaleTokenStopsAtOnce(t *testing.T) {
 
 func TestCopier_LeaseLostStopsWriting(t *testing.T) {
 	e := setup(t, 5000, 1)
-	l := newLease(t)
+	l := newLease(t, 1)
 	e.copier.OnBatch = func(_ fence.Shard, p batch.Progress) {
 		if fmt.Sprint(p.LastKey) == "[3000]" {
 			l.cancel(errors.New("renewal failed"))
 		}
 	}
-	_, err := e.copier.Copy(t.Context(), e.spec, l, 1, owner, cursor.Checkpoint{})
+	_, err := e.copier.Copy(t.Context(), e.spec, l, cursor.Checkpoint{})
 	if !errors.Is(err, batch.ErrLeaseLost) {
 		t.Fatalf("Copy = %v, want ErrLeaseLost", err)
 	}
@@ -266,13 +219,13 @@ func TestCopier_LeaseLostStopsWriting(t *testing.T) {
 // deadline; it waits for a renewal, and gives up when the lease is lost.
 func TestCopier_NoBatchPastDeadline(t *testing.T) {
 	e := setup(t, 2000, 1)
-	l := newLease(t)
+	l := newLease(t, 1)
 	l.deadline = time.Now().Add(5 * time.Millisecond)
 	go func() {
 		time.Sleep(300 * time.Millisecond)
 		l.cancel(errors.New("local deadline passed"))
 	}()
-	_, err := e.copier.Copy(t.Context(), e.spec, l, 1, owner, cursor.Checkpoint{})
+	_, err := e.copier.Copy(t.Context(), e.spec, l, cursor.Checkpoint{})
 	if !errors.Is(err, batch.ErrLeaseLost) {
 		t.Fatalf("Copy = %v, want ErrLeaseLost", err)
 	}
@@ -284,7 +237,7 @@ func TestCopier_NoBatchPastDeadline(t *testing.T) {
 func TestCopier_HaltsAfterRetries(t *testing.T) {
 	e := setup(t, 100, 1)
 	mustExec(t, e.dst, `ALTER TABLE items ADD CONSTRAINT cheap CHECK (price < 0.5)`)
-	_, err := e.copier.Copy(t.Context(), e.spec, newLease(t), 1, owner, cursor.Checkpoint{})
+	_, err := e.copier.Copy(t.Context(), e.spec, newLease(t, 1), cursor.Checkpoint{})
 	if !errors.Is(err, batch.ErrHalted) {
 		t.Fatalf("Copy = %v, want ErrHalted", err)
 	}
@@ -360,7 +313,7 @@ func BenchmarkCopy(b *testing.B) {
 			tok++
 			e.claim(b, tok, owner)
 			b.StartTimer()
-			if _, err := e.copier.Copy(context.Background(), e.spec, newLease(b), tok, owner, cursor.Checkpoint{}); err != nil {
+			if _, err := e.copier.Copy(context.Background(), e.spec, newLease(b, tok), cursor.Checkpoint{}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -3,6 +3,7 @@ package batch
 import (
 	"context"
 	"fmt"
+	"github.com/migrate-dev/migrate/fence"
 	"math"
 	"time"
 )
@@ -74,7 +75,7 @@ func (s smaller) Unwrap() error { return s.err }
 // runway counts on 80% of the longest it saw since (renewals under load
 // come back later, giving less than the first grant did) and shrinks the
 // batch to that; a shard where not even one row fits halts.
-func (c *Copier) runway(ctx context.Context, spec Spec, lease Lease, n int, p *pace) (int, error) {
+func (c *Copier) runway(ctx context.Context, spec Spec, lease fence.Lease, n int, p *pace) (int, error) {
 	lctx := lease.Context()
 	var seen time.Duration // the longest runway seen in this wait
 	renewals, stalled := 0, false

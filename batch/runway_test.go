@@ -43,6 +43,8 @@ func newRenewing(t *testing.T, ttl time.Duration) *renewing {
 }
 
 func (l *renewing) Context() context.Context { return l.ctx }
+func (l *renewing) Token() int64             { return 1 }
+func (l *renewing) Owner() string            { return owner }
 func (l *renewing) Deadline() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -63,7 +65,7 @@ func TestCopier_BatchLongerThanRunwayIsSplit(t *testing.T) {
 	defer cancel()
 	var batches []int64
 	e.copier.OnBatch = func(_ fence.Shard, p batch.Progress) { batches = append(batches, p.Rows) }
-	res, err := e.copier.Copy(ctx, e.spec, newRenewing(t, time.Second), 1, owner, cursor.Checkpoint{})
+	res, err := e.copier.Copy(ctx, e.spec, newRenewing(t, time.Second), cursor.Checkpoint{})
 	if err != nil {
 		t.Fatalf("Copy = %v after %d batches %v", err, len(batches), batches)
 	}
@@ -91,7 +93,7 @@ func TestCopier_RowLongerThanRunwayHalts(t *testing.T) {
 	mustExec(t, e.dst, `CREATE TRIGGER slow AFTER INSERT OR UPDATE ON items FOR EACH STATEMENT EXECUTE FUNCTION slow()`)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	_, err := e.copier.Copy(ctx, e.spec, newRenewing(t, 400*time.Millisecond), 1, owner, cursor.Checkpoint{})
+	_, err := e.copier.Copy(ctx, e.spec, newRenewing(t, 400*time.Millisecond), cursor.Checkpoint{})
 	if !errors.Is(err, batch.ErrHalted) || !strings.Contains(err.Error(), "raise lease_ttl") {
 		t.Fatalf("Copy = %v, want ErrHalted naming lease_ttl", err)
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/migrate-dev/migrate/batch"
 	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/keyset"
 	"github.com/migrate-dev/migrate/verify"
 )
 
@@ -122,11 +122,27 @@ func (r *Runner) sampleReadRate(ctx context.Context, table []string, cols []dial
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	c := &batch.Copier{Source: r.src, SourceSQL: dialect.WithColumns(r.srcD, table, cols)}
-	start := time.Now()
-	n, err := c.SampleRead(ctx, batch.Spec{Source: table, Columns: names, Key: key, BatchSize: r.plan.BatchSize}, 20)
-	if err != nil || n == 0 {
+	rd := keyset.Reader{DB: r.src, SQL: dialect.WithColumns(r.srcD, table, cols), Table: table, Columns: names, Key: key, Limit: r.plan.BatchSize}
+	keyIdx, err := keyset.KeyIndexes(names, key)
+	if err != nil {
 		return 0, err
+	}
+	start := time.Now()
+	var n int64
+	var after []any
+	for range 20 {
+		rows, err := rd.Page(ctx, after)
+		if err != nil {
+			return 0, err
+		}
+		if len(rows) == 0 {
+			break
+		}
+		n += int64(len(rows))
+		after = keyset.KeyOf(rows[len(rows)-1], keyIdx)
+	}
+	if n == 0 {
+		return 0, nil
 	}
 	return float64(n) / time.Since(start).Seconds(), nil
 }

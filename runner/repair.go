@@ -117,9 +117,9 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 	c.OnBatch = nil
 	c.SourceSQL = dialect.WithColumns(r.srcD, spec.Source, cols)
 	for _, chunk := range chunked(recopy, r.plan.BatchSize) {
-		rows, err := c.ReadRows(ctx, spec, chunk)
+		rows, err := c.Reader(spec).ByKeys(ctx, chunk)
 		if err != nil {
-			return rt, err
+			return rt, fmt.Errorf("read %d rows of %s by key: %w", len(chunk), t.Name, err)
 		}
 		for i, group := range byShard(rows, keyCol(names, t.Key[0]), held) {
 			if len(group) == 0 {
@@ -127,7 +127,7 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 			}
 			h := held[i]
 			spec.Shard = h.cp.Shard
-			ins, upd, err := c.WriteRows(ctx, spec, h.lease, h.token, h.lease.Owner(), group)
+			ins, upd, err := c.WriteRows(ctx, spec, h.lease, group)
 			if err != nil {
 				return rt, r.fenced(ctx, h.lease.Context(), h.cp.Shard, fence.Token(h.lease.Token()), err)
 			}
@@ -145,7 +145,7 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 			}
 			h := held[i]
 			spec.Shard = h.cp.Shard
-			n, err := c.DeleteRows(spec, h.lease, h.token, h.lease.Owner(), group)
+			n, err := c.DeleteRows(spec, h.lease, group)
 			if err != nil {
 				return rt, r.fenced(ctx, h.lease.Context(), h.cp.Shard, fence.Token(h.lease.Token()), err)
 			}

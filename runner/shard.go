@@ -14,6 +14,7 @@ import (
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/internal/retry"
+	"github.com/migrate-dev/migrate/keyset"
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/metrics"
 	"github.com/migrate-dev/migrate/verify"
@@ -262,7 +263,7 @@ func (r *Runner) hold(ctx context.Context, j shardJob, lease *lock.Lease, elect 
 			note()
 		}
 	}
-	res, err := copier.Copy(ctx, spec, lease, t, owner, cp)
+	res, err := copier.Copy(ctx, spec, lease, cp)
 	if tk != nil {
 		note()
 		tk.ReplayedRows = res.Updated
@@ -357,7 +358,7 @@ func (r *Runner) checkNeighbourhood(ctx context.Context, j shardJob, spec batch.
 	defer func() { n.took = time.Since(start) }()
 	src, err := rows, error(nil)
 	if last != nil {
-		src, err = r.copier().ReadLast(ctx, spec, last)
+		src, err = r.copier().Reader(spec).Last(ctx, last)
 	}
 	if err == nil && len(src) > 0 {
 		var dst [][]any
@@ -383,34 +384,16 @@ func (r *Runner) targetRows(ctx context.Context, j shardJob, rows [][]any) ([][]
 	if err := r.openScan(ctx); err != nil {
 		return nil, err
 	}
-	keyIdx := make([]int, len(j.spec.Key))
-	for i, k := range j.spec.Key {
-		keyIdx[i] = keyCol(j.spec.Columns, k)
-	}
-	var args []any
-	for _, row := range rows {
-		for _, i := range keyIdx {
-			args = append(args, row[i])
-		}
-	}
-	res, err := r.scan.QueryContext(ctx, r.dstD.SelectByKeys(j.spec.Target, j.spec.Columns, j.spec.Key, len(rows)), args...)
+	keyIdx, err := keyset.KeyIndexes(j.spec.Columns, j.spec.Key)
 	if err != nil {
 		return nil, err
 	}
-	defer res.Close()
-	var out [][]any
-	for res.Next() {
-		vals := make([]any, len(j.spec.Columns))
-		ptrs := make([]any, len(vals))
-		for i := range vals {
-			ptrs[i] = &vals[i]
-		}
-		if err := res.Scan(ptrs...); err != nil {
-			return nil, err
-		}
-		out = append(out, vals)
+	keys := make([][]any, len(rows))
+	for i, row := range rows {
+		keys[i] = keyset.KeyOf(row, keyIdx)
 	}
-	return out, res.Err()
+	rd := keyset.Reader{DB: r.scan, SQL: r.dstD, Table: j.spec.Target, Columns: j.spec.Columns, Key: j.spec.Key, Limit: len(rows)}
+	return rd.ByKeys(ctx, keys)
 }
 
 // watermark is a fence row as it was before a claim.
@@ -466,7 +449,7 @@ func (r *Runner) halt(lease *lock.Lease, s fence.Shard, t fence.Token, owner str
 // leaseTx runs fn in a transaction bounded by the lease (batch.Begin):
 // committed when fn succeeds, rolled back otherwise.
 func (r *Runner) leaseTx(lease *lock.Lease, fn func(context.Context, *sql.Tx) error) error {
-	tx, ctx, cancel, err := batch.Begin(r.dst, r.dstD, lease)
+	tx, ctx, cancel, err := fence.Begin(r.dst, r.dstD, lease)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/keyset"
 )
 
 // Side is one end of the comparison.
@@ -428,25 +429,17 @@ func (r row) differs(o row, names []string) ([]string, error) {
 	return cols, nil
 }
 
-// stream is one side's ordered scan, read ahead by its own goroutine so
-// that both sides are read at once.
+// stream is one side's ordered scan, read ahead in runs of 256 rows by its
+// own goroutine so that both sides are read at once.
 type stream struct {
 	rows   *sql.Rows
 	kinds  []kind
 	keyIdx []int
 	raw    []any
 	ptrs   []any
-	ahead  chan chunk
-	cur    chunk
+	ahead  *keyset.Ahead[[]row]
+	cur    []row
 	pos    int
-	stop   chan struct{}
-	done   chan struct{}
-}
-
-// chunk is a run of rows read ahead, or the error that ended the scan.
-type chunk struct {
-	rows []row
-	err  error
 }
 
 // open starts one side's scan of the rows within the bounds asked, their
@@ -457,56 +450,38 @@ func (c *comparison) open(ctx context.Context, s Side, lo, hi bool, values []any
 	if err != nil {
 		return nil, err
 	}
-	st := &stream{rows: rows, kinds: c.kinds, keyIdx: c.keyIdx, raw: make([]any, len(c.names)), ptrs: make([]any, len(c.names)),
-		ahead: make(chan chunk, 4), stop: make(chan struct{}), done: make(chan struct{})}
+	st := &stream{rows: rows, kinds: c.kinds, keyIdx: c.keyIdx, raw: make([]any, len(c.names)), ptrs: make([]any, len(c.names))}
 	for i := range st.raw {
 		st.ptrs[i] = &st.raw[i]
 	}
-	go st.readAhead()
-	return st, nil
-}
-
-// readAhead sends the scan's rows in chunks of 256; an empty chunk ends it.
-func (s *stream) readAhead() {
-	defer close(s.done)
-	for {
-		var c chunk
-		for len(c.rows) < 256 {
-			r, ok, err := s.read()
+	st.ahead = keyset.Prefetch(ctx, 4, func(context.Context) ([]row, bool, error) {
+		var run []row
+		for len(run) < 256 {
+			r, ok, err := st.read()
 			if err != nil {
-				c.err = err
-				break
+				return nil, false, err
 			}
 			if !ok {
 				break
 			}
-			c.rows = append(c.rows, r)
+			run = append(run, r)
 		}
-		select {
-		case s.ahead <- c:
-		case <-s.stop:
-			return
-		}
-		if c.err != nil || len(c.rows) == 0 {
-			return
-		}
-	}
+		return run, len(run) > 0, nil
+	})
+	return st, nil
 }
 
 // next returns the next row; ok is false at the end of the scan.
 func (s *stream) next() (row, bool, error) {
-	if s.pos == len(s.cur.rows) {
-		s.cur, s.pos = <-s.ahead, 0
-		if s.cur.err != nil {
-			return row{}, false, s.cur.err
+	if s.pos == len(s.cur) {
+		run, ok, err := s.ahead.Next(context.Background()) // the scan's own context ends it
+		if !ok {
+			return row{}, false, err
 		}
-		if len(s.cur.rows) == 0 {
-			s.ahead <- s.cur // stay at the end
-			return row{}, false, nil
-		}
+		s.cur, s.pos = run, 0
 	}
 	s.pos++
-	return s.cur.rows[s.pos-1], true, nil
+	return s.cur[s.pos-1], true, nil
 }
 
 func (s *stream) read() (row, bool, error) {
@@ -528,8 +503,7 @@ func (s *stream) read() (row, bool, error) {
 }
 
 func (s *stream) close() {
-	close(s.stop)
-	<-s.done
+	s.ahead.Close()
 	_ = s.rows.Close()
 }
 

@@ -1,11 +1,11 @@
-package batch_test
+package fence_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/migrate-dev/migrate/batch"
 	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/internal/testsvc"
 	"github.com/migrate-dev/migrate/plans"
 )
@@ -34,10 +34,10 @@ func TestBegin_MySQLSessionRestored(t *testing.T) {
 	if before[0] != 10 || before[1] != 15 {
 		t.Fatalf("session values %v, want wait_timeout 10, innodb_lock_wait_timeout 15", before)
 	}
-	l := newLease(t)
+	l := newLease(t, 1, "holder")
 	l.deadline = time.Now().Add(2500 * time.Millisecond)
 	for _, commit := range []bool{true, false} {
-		tx, ctx, done, err := batch.Begin(db, d, l)
+		tx, ctx, done, err := fence.Begin(db, d, l)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,325 @@
+package batch
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/migrate-dev/migrate/cursor"
+	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/keyset"
+)
+
+// written is one batch written by writeRetrying: the first rows of a page.
+type written struct {
+	rows     [][]any
+	last     []any
+	ins, upd int64
+}
+
+// writeRetrying writes the first rows of pg that the lease's runway can
+// carry (all of them, unless a batch takes more than about half the lease:
+// see runway) as one batch, retrying transient failures with backoff; each
+// attempt is one whole transaction. done is the rows done before them.
+func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease fence.Lease, keyIdx []int, pg page, encode func([][]any) []byte, done int64, p *pace, bulk *atomic.Bool) (w written, err error) {
+	err = c.retry(ctx, spec, "write", func() error {
+		n, err := c.runway(ctx, spec, lease, len(pg.rows), p)
+		if err != nil {
+			return err
+		}
+		w = written{rows: pg.rows[:n], last: keyset.KeyOf(pg.rows[n-1], keyIdx)}
+		data := pg.bulk
+		if n < len(pg.rows) || data == nil {
+			data = encode(w.rows)
+		}
+		left, start := time.Until(lease.Deadline()), time.Now()
+		w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, bulk: data, last: w.last, done: done + int64(n)})
+		if errors.Is(err, dialect.ErrConflict) || errors.Is(err, dialect.ErrNotBulk) {
+			c.upsertFromHere(spec, bulk, err)
+			pg.bulk = nil
+			w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, last: w.last, done: done + int64(n)})
+		}
+		if dialect.Classify(err) == dialect.Data && lease.Context().Err() == nil {
+			return permanent{c.dataError(ctx, spec, lease, w.rows, err)}
+		}
+		if err == nil {
+			p.wrote(n, time.Since(start))
+		} else if lctx := lease.Context(); lctx.Err() != nil {
+			return permanent{lost(ctx, lctx)}
+		} else if p.failed(n, time.Since(start), left) {
+			return smaller{err}
+		}
+		return err
+	})
+	return w, err
+}
+
+// work is one fenced write: its rows, their bulk encoding (nil: by the
+// fenced upsert), and the cursor's advance to last with done rows in all
+// (none when last is nil). A probe is rolled back instead of committed
+// (dataError's).
+type work struct {
+	rows  [][]any
+	bulk  []byte
+	last  []any
+	done  int64
+	probe bool
+}
+
+// write writes one batch in one transaction: fence check, rows (by bulk
+// load of their encoding, or by the fenced upsert), cursor advance.
+func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work) (ins, upd int64, err error) {
+	rows, bulk, last, t := w.rows, w.bulk, w.last, fence.Token(lease.Token())
+	conn, err := c.Target.Conn(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
+	}
+	defer conn.Close()
+	tx, tctx, end, err := fence.BeginOn(conn, c.TargetSQL, lease)
+	if err != nil {
+		return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
+	}
+	defer end()
+	defer func() {
+		if err != nil || w.probe {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := c.Fence.CheckLease(tctx, tx, spec.Shard, lease); err != nil {
+		if errors.Is(err, fence.ErrStale) {
+			return 0, 0, permanent{err}
+		}
+		return 0, 0, err
+	}
+	if bulk != nil {
+		err := c.TargetSQL.(dialect.BulkInserter).Load(tctx, conn, spec.Target, spec.Types, spec.FenceColumn, bulk, len(rows))
+		if err != nil {
+			return 0, 0, fmt.Errorf("insert batch of %s up to %v: %w", spec.Shard, last, err)
+		}
+		ins = int64(len(rows))
+	}
+	keyIdx, err := keyset.KeyIndexes(spec.Columns, spec.Key)
+	if err != nil {
+		return 0, 0, permanent{fmt.Errorf("batch: %w", err)}
+	}
+	for _, chunk := range chunks(rows, (c.TargetSQL.MaxParams()-1)/(len(spec.Columns)+1)) {
+		if bulk != nil {
+			break
+		}
+		i, u, err := c.upsert(tctx, tx, spec, keyIdx, t, chunk)
+		if err != nil {
+			return 0, 0, fmt.Errorf("upsert batch of %s up to %v: %w", spec.Shard, last, err)
+		}
+		ins += i
+		upd += u
+	}
+	if skipped := int64(len(rows)) - ins - upd; skipped > 0 {
+		// The fence check passed, yet rows carry a newer token: something
+		// else (another plan, a re-shard) wrote this table. Not ours to
+		// overwrite, and not to be reported as copied.
+		return 0, 0, permanent{fmt.Errorf("%w: %d rows of the batch of %s up to %v hold a newer token than %d in the target; another writer owns them",
+			ErrHalted, skipped, spec.Shard, last, t)}
+	}
+	if w.probe {
+		return ins, upd, nil
+	}
+	if last != nil {
+		if err := c.Cursor.Advance(tctx, tx, spec.Shard, last, w.done-int64(len(rows)), w.done, t); err != nil {
+			if errors.Is(err, cursor.ErrMoved) {
+				return 0, 0, permanent{err}
+			}
+			return 0, 0, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, 0, fmt.Errorf("commit batch of %s up to %v: %w", spec.Shard, last, err)
+	}
+	return ins, upd, nil
+}
+
+// WriteRows upserts rows in one fenced transaction under lease, like a
+// batch but without moving the cursor (for repair).
+func (c *Copier) WriteRows(ctx context.Context, spec Spec, lease fence.Lease, rows [][]any) (ins, upd int64, err error) {
+	return c.write(ctx, spec, lease, work{rows: rows})
+}
+
+// DeleteRows deletes the target rows with the given keys in one fenced
+// transaction under lease (for repair), and returns how many went.
+func (c *Copier) DeleteRows(spec Spec, lease fence.Lease, keys [][]any) (n int64, err error) {
+	tx, tctx, cancel, err := fence.Begin(c.Target, c.TargetSQL, lease)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel()
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := c.Fence.CheckLease(tctx, tx, spec.Shard, lease); err != nil {
+		return 0, err
+	}
+	var args []any
+	for _, k := range keys {
+		args = append(args, k...)
+	}
+	res, err := tx.ExecContext(tctx, c.TargetSQL.DeleteByKeys(spec.Target, spec.Key, len(keys)), args...)
+	if err != nil {
+		return 0, err
+	}
+	if n, err = res.RowsAffected(); err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
+}
+
+// dataError describes a batch the target refused for a value (a Data
+// error: too long, out of range, NULL, a constraint) and halts the shard:
+// retrying cannot help. It finds the first such row by bisection, writing
+// halves of the batch in transactions that are rolled back, and names its
+// key and, when the driver or the type in the message tells, the column.
+func (c *Copier) dataError(ctx context.Context, spec Spec, lease fence.Lease, rows [][]any, err error) error {
+	keyIdx, kerr := keyset.KeyIndexes(spec.Columns, spec.Key)
+	lo, hi := 0, len(rows)
+	for hi-lo > 1 && kerr == nil {
+		mid := (lo + hi) / 2
+		_, _, e := c.write(ctx, spec, lease, work{rows: rows[lo:mid], probe: true})
+		switch {
+		case e == nil:
+			lo = mid
+		case dialect.Classify(e) == dialect.Data:
+			hi, err = mid, e
+		default:
+			hi = -1 // cannot tell (the lease ended, the target went away): report the batch
+		}
+	}
+	where := fmt.Sprintf("the batch of %s", spec.Shard)
+	if hi == lo+1 && kerr == nil {
+		if _, _, e := c.write(ctx, spec, lease, work{rows: rows[lo:hi], probe: true}); dialect.Classify(e) == dialect.Data {
+			err = e
+		}
+		where = fmt.Sprintf("the row of %s with key %v", spec.Shard, keyset.KeyOf(rows[lo], keyIdx))
+	}
+	col := dialect.ErrorColumn(err)
+	if col == "" {
+		col = columnByType(spec, err.Error())
+	}
+	if col != "" {
+		where += fmt.Sprintf(", column %q", col)
+	}
+	return fmt.Errorf("%w: the target refused %s: %w; the whole batch was rolled back — fix the target column or the value, then `migrate resume`", ErrHalted, where, err)
+}
+
+// columnByType names the one target column whose type the message
+// mentions (PostgreSQL's "value too long for type character varying(5)"
+// names a type, not a column); "" when none or several do.
+func columnByType(spec Spec, msg string) string {
+	found := ""
+	for i, c := range spec.Types {
+		if c.Type == "" || !strings.Contains(msg, c.Type) {
+			continue
+		}
+		if found != "" {
+			return ""
+		}
+		found = spec.Columns[i]
+	}
+	return found
+}
+
+// upsertFromHere turns the bulk path off for the rest of the copy.
+func (c *Copier) upsertFromHere(spec Spec, bulk *atomic.Bool, why error) {
+	if bulk.Swap(false) && c.Log != nil {
+		c.Log.Info("writing by upsert from here", "shard", spec.Shard.String(), "why", why)
+	}
+}
+
+// maxStatementBytes bounds the values one upsert statement carries, well
+// under MySQL's default max_allowed_packet (64 MiB): a batch of large rows
+// is written in several statements of the same transaction.
+const maxStatementBytes = 16 << 20
+
+// chunks splits a batch into statements of at most per rows and about
+// maxStatementBytes of values.
+func chunks(rows [][]any, per int) [][][]any {
+	var out [][][]any
+	start, size := 0, 0
+	for i, r := range rows {
+		n := rowBytes(r)
+		if i > start && (i-start >= per || size+n > maxStatementBytes) {
+			out = append(out, rows[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(rows) {
+		out = append(out, rows[start:])
+	}
+	return out
+}
+
+// rowBytes estimates the bytes a row's values take on the wire.
+func rowBytes(r []any) int {
+	n := 0
+	for _, v := range r {
+		switch v := v.(type) {
+		case string:
+			n += len(v)
+		case []byte:
+			n += len(v)
+		default:
+			n += 16
+		}
+	}
+	return n
+}
+
+// upsertSQL builds the upsert of n rows once per table and size (1000 rows
+// of 10 columns take a PostgreSQL statement of 10,000 parameters).
+func (c *Copier) upsertSQL(spec Spec, n int) dialect.Upsert {
+	key := fmt.Sprint(spec.Target, n)
+	if st, ok := c.upserts.Load(key); ok {
+		return st.(dialect.Upsert)
+	}
+	st := c.TargetSQL.Upsert(spec.Target, spec.Columns, spec.Key, spec.FenceColumn, n)
+	c.upserts.Store(key, st)
+	return st
+}
+
+func (c *Copier) upsert(ctx context.Context, tx *sql.Tx, spec Spec, keyIdx []int, t fence.Token, rows [][]any) (ins, upd int64, err error) {
+	st := c.upsertSQL(spec, len(rows))
+	args := make([]any, 0, len(rows)*(len(spec.Columns)+1))
+	for _, r := range rows {
+		args = append(args, r...)
+		if st.TokenPerRow {
+			args = append(args, int64(t))
+		}
+	}
+	if !st.TokenPerRow {
+		args = append(args, int64(t))
+	}
+	if st.Returns {
+		err = tx.QueryRowContext(ctx, st.SQL, args...).Scan(&ins, &upd)
+		return ins, upd, err
+	}
+	// Count the rows that exist and those with a newer token before
+	// writing; the engine's affected-row count cannot tell them apart.
+	probe := make([]any, 0, 1+len(rows)*len(keyIdx))
+	probe = append(probe, int64(t))
+	for _, r := range rows {
+		probe = append(probe, keyset.KeyOf(r, keyIdx)...)
+	}
+	var exist, newer int64
+	if err := tx.QueryRowContext(ctx, st.Probe, probe...).Scan(&exist, &newer); err != nil {
+		return 0, 0, fmt.Errorf("probe: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, st.SQL, args...); err != nil {
+		return 0, 0, err
+	}
+	return int64(len(rows)) - exist, exist - newer, nil
+}
