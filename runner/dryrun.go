@@ -8,7 +8,6 @@ import (
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/keyset"
-	"github.com/migrate-dev/migrate/verify"
 )
 
 // DryRun is what a run would do, found without a lease and without writing
@@ -90,13 +89,7 @@ func (r *Runner) forecast(ctx context.Context, dt *DryRunTable, cols, dst []dial
 		}
 		dt.WouldInsert = dt.SourceRows
 	} else {
-		if err := r.openScan(ctx); err != nil {
-			return err
-		}
-		res, err := verify.Compare(ctx,
-			verify.Side{DB: r.src, SQL: r.srcD, Table: t.SourceIdent(), Columns: cols},
-			verify.Side{DB: r.scan, SQL: r.dstD, Table: t.TargetIdent(), Columns: dst},
-			verify.Options{Name: t.Name, Key: key})
+		res, err := r.compare(ctx, t, cols, dst, nil, nil)
 		if err != nil {
 			return err
 		}

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/migrate-dev/migrate/batch"
-	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
-	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/plans"
-	"github.com/migrate-dev/migrate/verify"
 )
 
 // maxRepairKeys bounds the differences one repair takes on; beyond it a
@@ -63,13 +61,6 @@ func (r *Runner) Repair(ctx context.Context, only string, deleteExtra bool) (*Re
 	return rep, err
 }
 
-// shardLease is one shard held for repair.
-type shardLease struct {
-	cp    cursor.Checkpoint
-	lease *lock.Lease
-	token fence.Token
-}
-
 func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra bool) (RepairTable, error) {
 	rt := RepairTable{Table: t.Name}
 	cols, err := r.sourceColumns(ctx, t)
@@ -89,21 +80,7 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 	if err != nil {
 		return rt, err
 	}
-	var recopy, extra [][]any
-	_, err = verify.Compare(ctx,
-		verify.Side{DB: r.src, SQL: r.srcD, Table: t.SourceIdent(), Columns: cols},
-		verify.Side{DB: r.scan, SQL: r.dstD, Table: t.TargetIdent(), Columns: dst},
-		verify.Options{Name: t.Name, Key: t.Key, Collect: func(kind string, key []any) error {
-			if len(recopy)+len(extra) >= maxRepairKeys {
-				return fmt.Errorf("more than %d differences in %s: copy the table again with a new plan name instead", maxRepairKeys, t.Name)
-			}
-			if kind == "extra" {
-				extra = append(extra, key)
-			} else {
-				recopy = append(recopy, key)
-			}
-			return nil
-		}})
+	recopy, extra, err := r.differences(ctx, t, cols, dst)
 	if err != nil {
 		return rt, err
 	}
@@ -116,12 +93,40 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 	c := r.copier()
 	c.OnBatch = nil
 	c.SourceSQL = dialect.WithColumns(r.srcD, spec.Source, cols)
-	for _, chunk := range chunked(recopy, r.plan.BatchSize) {
+	if rt.Recopied, err = r.recopy(ctx, c, spec, held, recopy); err != nil || !deleteExtra {
+		rt.ExtraLeft = int64(len(extra))
+		return rt, err
+	}
+	rt.Deleted, err = r.deleteExtra(ctx, c, spec, held, extra)
+	return rt, err
+}
+
+// differences lists the keys of the rows to copy again (missing or
+// changed in the target) and of the rows only in the target.
+func (r *Runner) differences(ctx context.Context, t plans.Table, cols, dst []dialect.Column) (recopy, extra [][]any, err error) {
+	_, err = r.compare(ctx, t, cols, dst, func(kind string, key []any) error {
+		if len(recopy)+len(extra) >= maxRepairKeys {
+			return fmt.Errorf("more than %d differences in %s: copy the table again with a new plan name instead", maxRepairKeys, t.Name)
+		}
+		if kind == "extra" {
+			extra = append(extra, key)
+		} else {
+			recopy = append(recopy, key)
+		}
+		return nil
+	}, nil)
+	return recopy, extra, err
+}
+
+// recopy copies the rows with the given keys again from the source, each
+// by the fenced write of the shard whose range holds it.
+func (r *Runner) recopy(ctx context.Context, c *batch.Copier, spec batch.Spec, held []*claim, keys [][]any) (n int64, err error) {
+	for _, chunk := range chunked(keys, r.plan.BatchSize) {
 		rows, err := c.Reader(spec).ByKeys(ctx, chunk)
 		if err != nil {
-			return rt, fmt.Errorf("read %d rows of %s by key: %w", len(chunk), t.Name, err)
+			return n, fmt.Errorf("read %d rows of %s by key: %w", len(chunk), strings.Join(spec.Source, "."), err)
 		}
-		for i, group := range byShard(rows, keyCol(names, t.Key[0]), held) {
+		for i, group := range byShard(rows, keyCol(spec.Columns, spec.Key[0]), held) {
 			if len(group) == 0 {
 				continue
 			}
@@ -129,71 +134,58 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 			spec.Shard = h.cp.Shard
 			ins, upd, err := c.WriteRows(ctx, spec, h.lease, group)
 			if err != nil {
-				return rt, r.fenced(ctx, h.lease.Context(), h.cp.Shard, fence.Token(h.lease.Token()), err)
+				return n, r.fenced(ctx, h.lease, h.cp.Shard, err)
 			}
-			rt.Recopied += ins + upd
+			n += ins + upd
 		}
 	}
-	if !deleteExtra {
-		rt.ExtraLeft = int64(len(extra))
-		return rt, nil
-	}
-	for _, chunk := range chunked(extra, r.plan.BatchSize) {
+	return n, nil
+}
+
+// deleteExtra deletes the target rows with the given keys, each by the
+// fenced write of the shard whose range holds it.
+func (r *Runner) deleteExtra(ctx context.Context, c *batch.Copier, spec batch.Spec, held []*claim, keys [][]any) (n int64, err error) {
+	for _, chunk := range chunked(keys, r.plan.BatchSize) {
 		for i, group := range byShard(chunk, 0, held) {
 			if len(group) == 0 {
 				continue
 			}
 			h := held[i]
 			spec.Shard = h.cp.Shard
-			n, err := c.DeleteRows(spec, h.lease, group)
+			d, err := c.DeleteRows(spec, h.lease, group)
 			if err != nil {
-				return rt, r.fenced(ctx, h.lease.Context(), h.cp.Shard, fence.Token(h.lease.Token()), err)
+				return n, r.fenced(ctx, h.lease, h.cp.Shard, err)
 			}
-			rt.Deleted += n
+			n += d
 		}
 	}
-	return rt, nil
+	return n, nil
 }
 
 // holdAll takes the lease of every shard of a table and claims its fence,
 // as a takeover does; a shard held by a running instance stops the repair.
-func (r *Runner) holdAll(ctx context.Context, t plans.Table) ([]shardLease, error) {
+func (r *Runner) holdAll(ctx context.Context, t plans.Table) ([]*claim, error) {
 	cps, err := r.cursor.List(ctx, r.dst, r.plan.Name)
 	if err != nil {
 		return nil, err
 	}
-	var held []shardLease
+	var held []*claim
 	for _, cp := range cps {
 		if cp.Shard.Table != t.Target {
 			continue
 		}
-		base := leaseBase(cp.Shard)
-		for attempt := 0; ; attempt++ {
-			lease, err := r.locker.Acquire(ctx, base, r.opts.Owner)
-			var h *lock.HeldError
-			if errors.As(err, &h) {
-				return held, fmt.Errorf("shard %s is held by %s: repair once the run has finished", cp.Shard, h.Owner)
+		c, err := r.claimShard(ctx, cp.Shard, r.log.With("shard", cp.Shard.String()))
+		var h *lock.HeldError
+		switch {
+		case errors.As(err, &h):
+			return held, fmt.Errorf("shard %s is held by %s: repair once the run has finished", cp.Shard, h.Owner)
+		case err != nil:
+			if c != nil {
+				r.release(ctx, c.lease)
 			}
-			if err != nil {
-				return held, err
-			}
-			tok := fence.Token(lease.Token())
-			cur, _, err := r.takeover(lease, cp.Shard, tok, lease.Owner())
-			var rc errReclaim
-			if errors.As(err, &rc) && attempt < 3 {
-				r.release(ctx, lease)
-				if err := r.locker.RaiseToken(ctx, base, int64(rc.watermark)); err != nil {
-					return held, err
-				}
-				continue
-			}
-			if err != nil {
-				r.release(ctx, lease)
-				return held, err
-			}
-			held = append(held, shardLease{cp: cur, lease: lease, token: tok})
-			break
+			return held, err
 		}
+		held = append(held, c)
 	}
 	if len(held) == 0 {
 		return nil, fmt.Errorf("table %s has no checkpoints in the target: run the plan first", t.Name)
@@ -203,7 +195,7 @@ func (r *Runner) holdAll(ctx context.Context, t plans.Table) ([]shardLease, erro
 
 // byShard groups rows by the shard whose range holds the value of column
 // col (the first key column), in the order of held.
-func byShard(rows [][]any, col int, held []shardLease) [][][]any {
+func byShard(rows [][]any, col int, held []*claim) [][][]any {
 	out := make([][][]any, len(held))
 	if len(held) == 1 {
 		out[0] = rows

@@ -38,18 +38,16 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 		if err != nil {
 			return v, err
 		}
-		opts := verify.Options{Name: t.Name, Key: t.Key}
+		var progress func(int64)
 		if p := r.opts.Progress; p != nil {
 			q, args := r.srcD.EstimateRows(t.SourceIdent())
 			var total int64
 			_ = r.src.QueryRowContext(ctx, q, args...).Scan(&total)
 			p.Start("verifying "+t.Name, total, 0)
 			var seen int64
-			opts.Progress = func(n int64) { p.Add(n - seen); seen = n }
+			progress = func(n int64) { p.Add(n - seen); seen = n }
 		}
-		res, err := verify.Compare(ctx,
-			verify.Side{DB: r.src, SQL: r.srcD, Table: t.SourceIdent(), Columns: src},
-			verify.Side{DB: r.scan, SQL: r.dstD, Table: t.TargetIdent(), Columns: dst}, opts)
+		res, err := r.compare(ctx, t, src, dst, nil, progress)
 		if p := r.opts.Progress; p != nil {
 			p.Finish()
 		}
@@ -63,6 +61,19 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 		v.Equal = v.Equal && res.Equal()
 	}
 	return v, nil
+}
+
+// compare verifies one table (verify.Compare): the source against the
+// target's scan pool, differences told to collect and rows compared to
+// progress when they are not nil.
+func (r *Runner) compare(ctx context.Context, t plans.Table, src, dst []dialect.Column, collect func(kind string, key []any) error, progress func(int64)) (verify.Result, error) {
+	if err := r.openScan(ctx); err != nil {
+		return verify.Result{}, err
+	}
+	return verify.Compare(ctx,
+		verify.Side{DB: r.src, SQL: r.srcD, Table: t.SourceIdent(), Columns: src},
+		verify.Side{DB: r.scan, SQL: r.dstD, Table: t.TargetIdent(), Columns: dst},
+		verify.Options{Name: t.Name, Key: t.Key, Collect: collect, Progress: progress})
 }
 
 // openScan opens the target pool for whole-table reads: long scans must not

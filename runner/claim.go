@@ -1,0 +1,188 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/migrate-dev/migrate/batch"
+	"github.com/migrate-dev/migrate/cursor"
+	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/lock"
+)
+
+// errReclaim means the fence watermark is at or above the token Redis gave
+// us (Redis lost its counter): raise the counter and acquire again (L4).
+type errReclaim struct{ watermark fence.Token }
+
+func (e errReclaim) Error() string {
+	return fmt.Sprintf("token not above the watermark %d", e.watermark)
+}
+
+// watermark is a fence row as it was before a claim.
+type watermark struct {
+	token fence.Token
+	owner string
+}
+
+// claim is a shard this instance holds: its lease, claimed in the target's
+// fence, and the checkpoint read in the claim's transaction.
+type claim struct {
+	lease    *lock.Lease
+	cp       cursor.Checkpoint
+	last     watermark     // the fence row the claim replaced
+	acquired time.Time     // when the lease was granted
+	took     time.Duration // the claim's transaction
+}
+
+// maxReclaims bounds how often one claim raises Redis's token counter
+// above the watermark and acquires again.
+const maxReclaims = 3
+
+// claimShard acquires the shard's lease and claims its fence (takeover,
+// C2). A token not above the watermark (Redis lost its counter, L4, or the
+// table holds rows of an earlier plan) gives the lease back, raises the
+// counter and acquires again, up to maxReclaims times. A lease held by
+// another instance is a *lock.HeldError. When the claim itself fails, the
+// claim is returned with its lease, still held, beside the error: the
+// caller releases it, as it does a claim that succeeded.
+func (r *Runner) claimShard(ctx context.Context, s fence.Shard, log *slog.Logger) (*claim, error) {
+	base := leaseBase(s)
+	for attempt := 1; ; attempt++ {
+		lease, err := r.locker.Acquire(ctx, base, r.opts.Owner)
+		if err != nil {
+			return nil, err
+		}
+		c := &claim{lease: lease, acquired: time.Now()}
+		c.cp, c.last, err = r.takeover(lease, s)
+		c.took = time.Since(c.acquired)
+		var rc errReclaim
+		if !errors.As(err, &rc) || attempt >= maxReclaims || lease.Context().Err() != nil {
+			return c, err
+		}
+		r.release(ctx, lease)
+		log.Warn("the token is not above the target's watermark (Redis lost its counter, L4, or the table holds rows of an earlier plan); raising the counter", "watermark", int64(rc.watermark))
+		if err := r.locker.RaiseToken(ctx, base, int64(rc.watermark)); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// releaseTimeout bounds giving a lease back.
+const releaseTimeout = 5 * time.Second
+
+// release gives the lease back (compare-and-delete), even when ctx was
+// cancelled by a signal.
+func (r *Runner) release(ctx context.Context, lease *lock.Lease) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := lease.Release(ctx); err != nil && !errors.Is(err, lock.ErrNotOwner) {
+		r.log.Warn("lease release failed; it will expire by its TTL", "lease", lease.Key(), "err", err)
+	}
+}
+
+// takeover is C2: one transaction raises the watermark strictly to the
+// lease's token (which waits out any in-flight transaction of the old
+// holder) and reads the checkpoint. It also returns the watermark it
+// replaced.
+func (r *Runner) takeover(lease *lock.Lease, s fence.Shard) (cp cursor.Checkpoint, last watermark, err error) {
+	err = r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
+		var err error
+		if last.token, last.owner, err = r.fence.Watermark(ctx, tx, s); err != nil {
+			return err
+		}
+		if err := r.fence.Claim(ctx, tx, s, fence.Token(lease.Token()), lease.Owner()); err != nil {
+			var st *fence.StaleError
+			if errors.As(err, &st) {
+				return errReclaim{st.Watermark}
+			}
+			return err
+		}
+		cp, err = r.cursor.ReadForUpdate(ctx, tx, s)
+		return err
+	})
+	return cp, last, err
+}
+
+// setState records the shard's state, fenced like a batch.
+func (r *Runner) setState(lease *lock.Lease, s fence.Shard, st cursor.State) error {
+	return r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
+		if err := r.fence.CheckLease(ctx, tx, s, lease); err != nil {
+			return err
+		}
+		return r.cursor.SetState(ctx, tx, s, st, fence.Token(lease.Token()))
+	})
+}
+
+// halt records the shard halted so no instance resumes it automatically,
+// and reports whether it could.
+func (r *Runner) halt(lease *lock.Lease, s fence.Shard, log *slog.Logger) bool {
+	if err := r.setState(lease, s, cursor.Halted); err != nil {
+		log.Error("could not record the shard halted", "err", err)
+		return false
+	}
+	log.Error("shard halted: automatic recovery gave up; fix the cause, then run `migrate resume`")
+	r.opts.Metrics.Halted(s.Table, s.Index)
+	return true
+}
+
+// leaseTx runs fn in a transaction bounded by the lease (fence.Begin):
+// committed when fn succeeds, rolled back otherwise.
+func (r *Runner) leaseTx(lease *lock.Lease, fn func(context.Context, *sql.Tx) error) error {
+	tx, ctx, done, err := fence.Begin(r.dst, r.dstD, lease)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := fn(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// fenced classifies an error that stopped a holder: a refused token or a
+// lost lease becomes ErrFenced (counted as a stale rejection when the
+// target refused it); a cancelled run or anything else is returned as is.
+func (r *Runner) fenced(ctx context.Context, lease *lock.Lease, s fence.Shard, err error) error {
+	var rc errReclaim
+	switch {
+	case errors.As(err, &rc):
+		return err
+	case errors.Is(err, fence.ErrStale):
+		r.mu.Lock()
+		r.report.StaleRejections++
+		r.mu.Unlock()
+		r.opts.Metrics.StaleRejected(s.Table, s.Index)
+		return fmt.Errorf("%w: %w", ErrFenced, err)
+	case ctx.Err() != nil:
+		return err
+	case errors.Is(err, batch.ErrLeaseLost) || errors.Is(context.Cause(lease.Context()), lock.ErrLost):
+		r.opts.Metrics.SelfFenced(s.Table, s.Index)
+		return fmt.Errorf("%w: %w", ErrFenced, errLeaseLost{err, lease.Token()})
+	}
+	return err
+}
+
+// errLeaseLost: the holder stopped writing because its lease ended (it
+// could not renew in time, or Redis no longer had it), not because a
+// successor's token was refused to it.
+type errLeaseLost struct {
+	err   error
+	token int64 // the lease's
+}
+
+func (e errLeaseLost) Error() string { return e.err.Error() }
+func (e errLeaseLost) Unwrap() error { return e.err }
+
+// superseded reports whether another holder has claimed the shard in the
+// target since token: the watermark is above it. When it is not, the lease
+// was lost to Redis (a restart, an outage) rather than to a successor, and
+// the shard may be taken again.
+func (r *Runner) superseded(ctx context.Context, s fence.Shard, token int64) (bool, error) {
+	w, _, err := r.fence.Watermark(ctx, r.dst, s)
+	return int64(w) > token, err
+}

@@ -1,0 +1,143 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/migrate-dev/migrate/batch"
+	"github.com/migrate-dev/migrate/cursor"
+	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/keyset"
+	"github.com/migrate-dev/migrate/metrics"
+	"github.com/migrate-dev/migrate/verify"
+)
+
+// beginTakeover records a takeover when the claim replaced a live holder
+// (SPEC §6), or logs that the shard is held afresh. A shard taken over
+// more than max_takeovers times within takeover_window halts: something
+// stops every holder.
+func (r *Runner) beginTakeover(h *holding, elect, recovered time.Duration) error {
+	j, lease, cp, s := h.j, h.c.lease, h.c.cp, h.j.spec.Shard
+	prev, wait := previousHolder(lease, cp, h.c.last)
+	if prev.Owner == "" || prev.Released {
+		h.log.Info("holding the shard", "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
+		return nil
+	}
+	h.tk = &Takeover{
+		Table: j.table.Name, Target: j.table.Target, Shard: s.Index, Token: lease.Token(),
+		PreviousOwner: prev.Owner, PreviousToken: prev.Token,
+		WaitMs: wait.Milliseconds(), ElectMs: elect.Milliseconds(), RecoverMs: recovered.Milliseconds(),
+		PredictedRtoMs: r.predictedRTO().Milliseconds(), ResumedAfter: fmt.Sprint(cp.LastKey), ResumeKey: cp.LastText,
+	}
+	h.log.Info("taking over", "previous_owner", prev.Owner, "previous_token", prev.Token, "wait", wait, "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
+	n := r.countTakeover(lease.Context(), s, h.tk, h.log)
+	if n <= int64(r.plan.MaxTakeovers) {
+		return nil
+	}
+	r.opts.Metrics.RecoveryFailed(s.Table, s.Index)
+	state := cursor.Running
+	if r.halt(lease, s, h.log) {
+		state = cursor.Halted
+	}
+	r.addShard(ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(state), Token: lease.Token()})
+	return fmt.Errorf("%w: %s was taken over %d times within %v (max_takeovers %d): something stops every holder",
+		ErrHalted, s, n, r.plan.TakeoverWindow, r.plan.MaxTakeovers)
+}
+
+// countTakeover records the takeover in Redis and returns how many the
+// shard has seen within the plan's takeover window, this one included; 0
+// when Redis could not tell (the takeover goes on: the counter is a guard,
+// not a condition of recovery).
+func (r *Runner) countTakeover(ctx context.Context, s fence.Shard, tk *Takeover, log *slog.Logger) int64 {
+	rec, _ := json.Marshal(tk)
+	n, err := r.locker.RecordTakeover(ctx, leaseBase(s), tk.Token, r.plan.TakeoverWindow, string(rec))
+	if err != nil {
+		log.Warn("could not count the takeover", "err", err)
+		return 0
+	}
+	return n
+}
+
+// noteTakeover completes the takeover's RTO with the check of the resume
+// neighbourhood, logs the breakdown, and records it for status and metrics.
+func (r *Runner) noteTakeover(ctx context.Context, s fence.Shard, tk *Takeover, check neighbourhood, log *slog.Logger) {
+	tk.VerifyMs, tk.CheckedRows, tk.CheckDiffs = check.took.Milliseconds(), check.rows, check.diffs
+	tk.RtoMs = tk.WaitMs + tk.ElectMs + tk.RecoverMs + tk.VerifyMs
+	log.Info("takeover RTO", "rto_ms", tk.RtoMs, "wait_ms", tk.WaitMs, "elect_ms", tk.ElectMs, "recover_ms", tk.RecoverMs,
+		"verify_ms", tk.VerifyMs, "predicted_rto_ms", tk.PredictedRtoMs, "checked_rows", tk.CheckedRows, "check_differences", tk.CheckDiffs)
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	r.opts.Metrics.Takeover(s.Table, s.Index, metrics.Takeover{
+		Wait: ms(tk.WaitMs), Elect: ms(tk.ElectMs), Recover: ms(tk.RecoverMs), Verify: ms(tk.VerifyMs),
+		RTO: ms(tk.RtoMs), Predicted: ms(tk.PredictedRtoMs), Token: tk.Token, Expired: true,
+	})
+	rec, _ := json.Marshal(tk)
+	if err := r.locker.NoteTakeover(ctx, leaseBase(s), r.plan.TakeoverWindow, string(rec)); err != nil {
+		log.Warn("could not record the takeover's RTO", "err", err)
+	}
+}
+
+// predictedRTO is the longest wait the configuration allows before a
+// standby takes over: the lease's TTL from the holder's last renewal, plus
+// the standby's poll period, TTL/10 (lock.Options.PollEvery). Failure
+// detection runs inside that countdown and is not added again (SPEC §6).
+func (r *Runner) predictedRTO() time.Duration {
+	return r.plan.LeaseTTL + r.plan.LeaseTTL/10
+}
+
+// neighbourhood is the result of a takeover's check of the resume point.
+type neighbourhood struct {
+	rows, diffs int64
+	took        time.Duration
+}
+
+// checkNeighbourhood compares a batch around the resume point with the
+// source (SPEC §6: verify the neighbourhood before continuing): the last
+// committed batch before it (read from the source up to last), or the first
+// new batch (rows, as just written). A difference is logged and reported —
+// the end-of-table verification then fails the run, and `migrate repair`
+// fixes it — but does not stop the copy.
+func (r *Runner) checkNeighbourhood(ctx context.Context, j shardJob, spec batch.Spec, last []any, rows [][]any, log *slog.Logger) (n neighbourhood) {
+	start := time.Now()
+	defer func() { n.took = time.Since(start) }()
+	src, err := rows, error(nil)
+	if last != nil {
+		src, err = r.copier().Reader(spec).Last(ctx, last)
+	}
+	if err == nil && len(src) > 0 {
+		var dst [][]any
+		if dst, err = r.targetRows(ctx, j, src); err == nil {
+			var missing, changed int64
+			missing, changed, err = verify.Rows(j.src, j.dst, spec.Key, src, dst)
+			n.rows, n.diffs = int64(len(src)), missing+changed
+		}
+	}
+	switch {
+	case err != nil:
+		log.Warn("could not check the resume neighbourhood", "err", err)
+	case n.diffs > 0:
+		log.Error("the last committed batch before the resume point differs from the source", "rows", n.rows, "differences", n.diffs)
+	default:
+		log.Info("resume neighbourhood checked", "rows", n.rows, "took", time.Since(start))
+	}
+	return n
+}
+
+// targetRows reads from the target the rows with the keys of rows.
+func (r *Runner) targetRows(ctx context.Context, j shardJob, rows [][]any) ([][]any, error) {
+	if err := r.openScan(ctx); err != nil {
+		return nil, err
+	}
+	keyIdx, err := keyset.KeyIndexes(j.spec.Columns, j.spec.Key)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([][]any, len(rows))
+	for i, row := range rows {
+		keys[i] = keyset.KeyOf(row, keyIdx)
+	}
+	rd := keyset.Reader{DB: r.scan, SQL: r.dstD, Table: j.spec.Target, Columns: j.spec.Columns, Key: j.spec.Key, Limit: len(rows)}
+	return rd.ByKeys(ctx, keys)
+}
