@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/typemap"
 )
 
 // Helper table names, created in the target database on first run.
@@ -58,13 +59,10 @@ func InsertNew(ctx context.Context, d BulkInserter, conn *sql.Conn, table []stri
 	return d.Load(ctx, conn, table, cols, fence, buf.Bytes(), len(rows))
 }
 
-// Column describes one column of a table as its engine reports it.
-type Column struct {
-	Name    string
-	Type    string // the engine's own type text, e.g. "numeric(12,2)"
-	Base    string // the type's name without modifiers, lower case, e.g. "numeric"
-	NotNull bool
-}
+// Column describes one column of a table as its engine reports it. It is
+// package typemap's, which knows the engines' types and needs nothing of
+// the SQL built here.
+type Column = typemap.Column
 
 // Session holds the server-side timeouts of F3: a frozen holder's open
 // transaction must be aborted by the server before its lease could expire.

@@ -3,6 +3,8 @@ package dialect
 import (
 	"strconv"
 	"strings"
+
+	"github.com/migrate-dev/migrate/typemap"
 )
 
 // ScanOrdered implements Dialect: text key columns in byte order, FLOAT
@@ -14,7 +16,7 @@ func (m MySQL) ScanOrdered(table []string, cols []Column, key []string, textKey 
 		if textKey[i] {
 			// By the bytes of the UTF-8 text, whatever the column's
 			// character set (latin1 bytes would order differently).
-			if col := colNamed(cols, k); binaryBases[col.Base] {
+			if col := colNamed(cols, k); typemap.MySQLBinary(col.Base) {
 				order[i] = "CAST(" + order[i] + " AS BINARY)"
 			} else {
 				order[i] = "CAST(CONVERT(" + order[i] + " USING utf8mb4) AS BINARY)"

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/migrate-dev/migrate/typemap"
 )
 
 // Canonical value rules, the same whichever engine a value was read from
@@ -28,72 +30,9 @@ import (
 //   - char(n): trailing spaces do not count (MySQL strips them, PostgreSQL
 //     pads); in every other string type every byte counts;
 //   - bytes: every byte.
-
-// kind is how a column's values are compared.
-type kind int
-
-const (
-	kText kind = iota
-	kChar
-	kBytes
-	kNumber
-	kFloat
-	kBool
-	kTimestamp
-	kDate
-	kTime
-	kUUID
-	kJSON
-)
-
-// kindOf classifies a column from its base type on either engine.
-func kindOf(base string) kind {
-	switch base {
-	case "smallint", "integer", "bigint", "int", "tinyint", "mediumint", "numeric", "decimal", "year":
-		return kNumber
-	case "real", "double precision", "float", "double":
-		return kFloat
-	case "boolean":
-		return kBool
-	case "timestamp without time zone", "timestamp with time zone", "timestamp", "timestamptz", "datetime":
-		return kTimestamp
-	case "date":
-		return kDate
-	case "time without time zone", "time":
-		return kTime
-	case "uuid":
-		return kUUID
-	case "json", "jsonb":
-		return kJSON
-	case "bytea", "binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob":
-		return kBytes
-	case "character", "bpchar", "char":
-		return kChar
-	}
-	return kText
-}
-
-// pair is how one column of the source and its target counterpart are
-// compared: by the looser of the two kinds (a boolean against a tinyint(1)
-// compares as booleans, a char against a varchar without trailing spaces).
-func pair(src, dst string) kind {
-	a, b := kindOf(src), kindOf(dst)
-	switch {
-	case a == b:
-		return a
-	case a == kBool || b == kBool:
-		return kBool
-	case a == kUUID || b == kUUID:
-		return kUUID
-	case a == kJSON || b == kJSON:
-		return kJSON
-	case a == kTimestamp || b == kTimestamp:
-		return kTimestamp
-	case a == kChar || b == kChar:
-		return kChar
-	}
-	return a
-}
+//
+// A column's kind, which of these rules applies, is typemap.Pair of the
+// source and target columns' base types.
 
 // canon is a value in canonical form: a string for equality and display,
 // and an ordered form for keys.
@@ -101,11 +40,11 @@ type canon struct {
 	null  bool
 	text  string
 	isInt bool
-	i     int64 // kNumber values that are int64
+	i     int64 // typemap.Number values that are int64
 	isF   bool
-	f     float64   // kFloat values
-	num   *big.Rat  // other kNumber values
-	at    time.Time // kTimestamp, kDate keys
+	f     float64   // typemap.Float values
+	num   *big.Rat  // other typemap.Number values
+	at    time.Time // typemap.Timestamp, typemap.Date keys
 }
 
 func (c canon) String() string {
@@ -120,7 +59,7 @@ func (c canon) String() string {
 
 // equal reports whether two values read by either driver are the same under
 // the canonical rules. Identical raw forms are equal without more work.
-func equal(a, b any, k kind) (bool, error) {
+func equal(a, b any, k typemap.Kind) (bool, error) {
 	if a == nil || b == nil {
 		return a == nil && b == nil, nil
 	}
@@ -140,7 +79,7 @@ func equal(a, b any, k kind) (bool, error) {
 			return true, nil
 		}
 	case int64:
-		if y, ok := b.(int64); ok && k != kBool {
+		if y, ok := b.(int64); ok && k != typemap.Bool {
 			return x == y, nil
 		}
 	case float64:
@@ -148,7 +87,7 @@ func equal(a, b any, k kind) (bool, error) {
 			return x == y || math.IsNaN(x) && math.IsNaN(y), nil
 		}
 	case time.Time:
-		if y, ok := b.(time.Time); ok && k == kTimestamp {
+		if y, ok := b.(time.Time); ok && k == typemap.Timestamp {
 			return x.Truncate(time.Microsecond).Equal(y.Truncate(time.Microsecond)), nil
 		}
 	case bool:
@@ -168,12 +107,12 @@ func equal(a, b any, k kind) (bool, error) {
 }
 
 // canonical puts a value read by either driver into canonical form.
-func canonical(v any, k kind) (canon, error) {
+func canonical(v any, k typemap.Kind) (canon, error) {
 	if v == nil {
 		return canon{null: true}, nil
 	}
 	switch k {
-	case kNumber:
+	case typemap.Number:
 		if i, ok := v.(int64); ok {
 			return canon{isInt: true, i: i}, nil // text on demand (String)
 		}
@@ -189,7 +128,7 @@ func canonical(v any, k kind) (canon, error) {
 			return canon{}, fmt.Errorf("not a number: %q", s)
 		}
 		return canon{text: decimalText(s), num: r}, nil
-	case kFloat:
+	case typemap.Float:
 		f, err := toFloat(v)
 		if err != nil {
 			return canon{}, err
@@ -201,7 +140,7 @@ func canonical(v any, k kind) (canon, error) {
 			return canon{text: "NaN", isF: true, f: f}, nil
 		}
 		return canon{text: strconv.FormatFloat(f, 'g', -1, 64), isF: true, f: f}, nil
-	case kBool:
+	case typemap.Bool:
 		s := text(v)
 		switch x := v.(type) {
 		case bool:
@@ -216,7 +155,7 @@ func canonical(v any, k kind) (canon, error) {
 			return canon{text: "false"}, nil
 		}
 		return canon{text: s}, nil // a tinyint(1) holding 2 is not true
-	case kTimestamp, kDate:
+	case typemap.Timestamp, typemap.Date:
 		t, err := toTime(v)
 		if err != nil {
 			if s := text(v); strings.HasPrefix(s, "0000-") || strings.Contains(s, "-00") {
@@ -224,22 +163,22 @@ func canonical(v any, k kind) (canon, error) {
 			}
 			return canon{}, err
 		}
-		if k == kDate {
+		if k == typemap.Date {
 			return canon{text: t.Format("2006-01-02"), at: t}, nil
 		}
 		t = t.UTC().Truncate(time.Microsecond)
 		return canon{text: t.Format("2006-01-02 15:04:05.000000"), at: t}, nil
-	case kTime:
+	case typemap.Time:
 		s := timeOfDay(text(v))
 		us, ok := micros(s)
 		return canon{text: s, isInt: ok, i: us}, nil
-	case kUUID:
+	case typemap.UUID:
 		return canon{text: strings.ToLower(text(v))}, nil
-	case kJSON:
+	case typemap.JSON:
 		return canonJSON(v)
-	case kChar:
+	case typemap.Char:
 		return canon{text: strings.TrimRight(text(v), " ")}, nil
-	case kBytes:
+	case typemap.Bytes:
 		if b, ok := v.([]byte); ok {
 			return canon{text: "\\x" + hex.EncodeToString(b)}, nil
 		}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/migrate-dev/migrate/typemap"
 )
 
 // The canonical rules: values that mean the same on PostgreSQL and MySQL
@@ -12,24 +14,24 @@ func TestCanonical(t *testing.T) {
 	at := time.Date(2024, 2, 29, 23, 59, 59, 999999000, time.UTC)
 	same := []struct {
 		name string
-		k    kind
+		k    typemap.Kind
 		a, b any
 	}{
-		{"decimal scale", kNumber, "1.500", []byte("1.5")},
-		{"negative zero decimal", kNumber, "-0.000", "0"},
-		{"integer types", kNumber, int64(42), []byte("42")},
-		{"unsigned bigint", kNumber, "18446744073709551615", []byte("18446744073709551615")},
-		{"negative zero float", kFloat, math.Copysign(0, -1), 0.0},
-		{"float32 widened", kFloat, float32(1.5), 1.5},
-		{"boolean vs tinyint(1)", kBool, true, int64(1)},
-		{"timestamp zone", kTimestamp, at.In(time.FixedZone("x", 3600)), []byte("2024-02-29 23:59:59.999999")},
-		{"date", kDate, time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), []byte("2024-02-29")},
-		{"time fraction", kTime, "13:14:15.5", []byte("13:14:15.500000")},
-		{"uuid case", kUUID, "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"},
-		{"json key order and spacing", kJSON, []byte(`{"b": [1, 2], "a": {"y": 1, "x": 2}}`), `{"a":{"x":2,"y":1},"b":[1,2]}`},
-		{"char padding", kChar, "ab   ", []byte("ab")},
-		{"json numbers by value", kJSON, `{"n": 1e2, "z": -0, "x": 1.0E+1, "f": 1.50}`, `{"n": 100, "z": 0, "x": 10, "f": 1.5}`},
-		{"bytes", kBytes, []byte{0, 255}, []byte{0, 255}},
+		{"decimal scale", typemap.Number, "1.500", []byte("1.5")},
+		{"negative zero decimal", typemap.Number, "-0.000", "0"},
+		{"integer types", typemap.Number, int64(42), []byte("42")},
+		{"unsigned bigint", typemap.Number, "18446744073709551615", []byte("18446744073709551615")},
+		{"negative zero float", typemap.Float, math.Copysign(0, -1), 0.0},
+		{"float32 widened", typemap.Float, float32(1.5), 1.5},
+		{"boolean vs tinyint(1)", typemap.Bool, true, int64(1)},
+		{"timestamp zone", typemap.Timestamp, at.In(time.FixedZone("x", 3600)), []byte("2024-02-29 23:59:59.999999")},
+		{"date", typemap.Date, time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), []byte("2024-02-29")},
+		{"time fraction", typemap.Time, "13:14:15.5", []byte("13:14:15.500000")},
+		{"uuid case", typemap.UUID, "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"},
+		{"json key order and spacing", typemap.JSON, []byte(`{"b": [1, 2], "a": {"y": 1, "x": 2}}`), `{"a":{"x":2,"y":1},"b":[1,2]}`},
+		{"char padding", typemap.Char, "ab   ", []byte("ab")},
+		{"json numbers by value", typemap.JSON, `{"n": 1e2, "z": -0, "x": 1.0E+1, "f": 1.50}`, `{"n": 100, "z": 0, "x": 10, "f": 1.5}`},
+		{"bytes", typemap.Bytes, []byte{0, 255}, []byte{0, 255}},
 	}
 	for _, c := range same {
 		t.Run("same/"+c.name, func(t *testing.T) {
@@ -42,19 +44,19 @@ func TestCanonical(t *testing.T) {
 	}
 	different := []struct {
 		name string
-		k    kind
+		k    typemap.Kind
 		a, b any
 	}{
-		{"NULL vs empty string", kText, nil, ""},
-		{"trailing space in text", kText, "a", "a "},
-		{"case in text", kText, "a", "A"},
-		{"one microsecond", kTimestamp, at, at.Add(time.Microsecond)},
-		{"decimal value", kNumber, "1.5", "1.51"},
-		{"tinyint(1) holding 2 is not true", kBool, true, int64(2)},
-		{"numeric NaN vs Infinity", kNumber, "NaN", "Infinity"},
-		{"json value", kJSON, `{"a": 1}`, `{"a": 2}`},
-		{"bytes", kBytes, []byte{0}, []byte{1}},
-		{"float", kFloat, 0.1, 0.1000000001},
+		{"NULL vs empty string", typemap.Text, nil, ""},
+		{"trailing space in text", typemap.Text, "a", "a "},
+		{"case in text", typemap.Text, "a", "A"},
+		{"one microsecond", typemap.Timestamp, at, at.Add(time.Microsecond)},
+		{"decimal value", typemap.Number, "1.5", "1.51"},
+		{"tinyint(1) holding 2 is not true", typemap.Bool, true, int64(2)},
+		{"numeric NaN vs Infinity", typemap.Number, "NaN", "Infinity"},
+		{"json value", typemap.JSON, `{"a": 1}`, `{"a": 2}`},
+		{"bytes", typemap.Bytes, []byte{0}, []byte{1}},
+		{"float", typemap.Float, 0.1, 0.1000000001},
 	}
 	for _, c := range different {
 		t.Run("different/"+c.name, func(t *testing.T) {
@@ -67,30 +69,11 @@ func TestCanonical(t *testing.T) {
 	}
 }
 
-func TestPair(t *testing.T) {
-	for _, c := range []struct {
-		src, dst string
-		want     kind
-	}{
-		{"boolean", "tinyint", kBool},
-		{"tinyint", "boolean", kBool},
-		{"uuid", "char", kUUID},
-		{"jsonb", "longtext", kJSON},
-		{"timestamp with time zone", "datetime", kTimestamp},
-		{"character", "varchar", kChar},
-		{"numeric", "decimal", kNumber},
-	} {
-		if got := pair(c.src, c.dst); got != c.want {
-			t.Errorf("pair(%s, %s) = %v, want %v", c.src, c.dst, got, c.want)
-		}
-	}
-}
-
 func TestCompareKeys(t *testing.T) {
-	num := func(s string) canon { c, _ := canonical(s, kNumber); return c }
-	str := func(s string) canon { c, _ := canonical(s, kText); return c }
-	flt := func(f float64) canon { c, _ := canonical(f, kFloat); return c }
-	tod := func(s string) canon { c, _ := canonical(s, kTime); return c }
+	num := func(s string) canon { c, _ := canonical(s, typemap.Number); return c }
+	str := func(s string) canon { c, _ := canonical(s, typemap.Text); return c }
+	flt := func(f float64) canon { c, _ := canonical(f, typemap.Float); return c }
+	tod := func(s string) canon { c, _ := canonical(s, typemap.Time); return c }
 	for _, c := range []struct {
 		a, b []canon
 		want int
