@@ -11,6 +11,7 @@ import (
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/typemap"
 )
 
 // maxRepairKeys bounds the differences one repair takes on; beyond it a
@@ -89,7 +90,7 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 		names[i] = c.Name
 	}
 	spec := batch.Spec{Source: t.SourceIdent(), Target: t.TargetIdent(), Columns: names, Key: t.Key,
-		FenceColumn: r.plan.FenceColumn, Convert: dialect.Converter(r.srcD, r.dstD, cols, dst)}
+		FenceColumn: r.plan.FenceColumn, Convert: typemap.Converter(r.srcD.Engine(), r.dstD.Engine(), cols, dst)}
 	c := r.copier()
 	c.OnBatch = nil
 	c.SourceSQL = dialect.WithColumns(r.srcD, spec.Source, cols)

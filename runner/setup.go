@@ -14,6 +14,7 @@ import (
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/typemap"
 )
 
 // shardJob is one shard of one table, with the source's and the target's
@@ -66,7 +67,7 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 		for i, c := range cols {
 			names[i] = c.Name
 		}
-		convert := dialect.Converter(r.srcD, r.dstD, cols, dst)
+		convert := typemap.Converter(r.srcD.Engine(), r.dstD.Engine(), cols, dst)
 		for i := 0; i < t.Shards; i++ {
 			jobs = append(jobs, shardJob{table: t, src: cols, dst: dst, spec: batch.Spec{
 				Shard:  fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i},
@@ -459,7 +460,7 @@ func (r *Runner) targetTable(ctx context.Context, conn dbConn, t plans.Table, co
 	ident := t.TargetIdent()
 	existing, err := columns(ctx, conn, r.dstD, ident)
 	if errors.Is(err, errNoTable) {
-		mapped, err := dialect.MapColumns(r.srcD, r.dstD, t.Name, cols, t.Key, t.Types)
+		mapped, err := typemap.MapColumns(r.srcD.Engine(), r.dstD.Engine(), t.Name, cols, t.Key, t.Types)
 		if err != nil {
 			return nil, "", err
 		}
