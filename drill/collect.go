@@ -167,7 +167,7 @@ func (d *drill) stale(ctx context.Context, o *ShardOutcome) error {
 
 // verify runs the final verification of the plan, as `migrate verify`.
 func (d *drill) verify(ctx context.Context) {
-	r, err := runner.Open(ctx, d.plan, runner.Options{Log: d.log}, false)
+	r, err := d.o.OpenRunner(ctx, d.plan, runner.Options{Log: d.log}, false)
 	if err == nil {
 		defer r.Close()
 		d.rep.Verify, err = r.Verify(ctx, "")

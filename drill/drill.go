@@ -64,7 +64,10 @@ type Options struct {
 	Reset       bool
 	RedisServer string       // redis-server binary for redis-restart; default from PATH
 	Log         *slog.Logger // the drill's log
-	ChildLog    io.Writer    // the instances' logs, each line prefixed; nil: kept for the report only
+	// OpenRunner opens a runner of a plan, connected to its target and
+	// Redis and, unless targetOnly, its source (the CLI's wiring).
+	OpenRunner func(ctx context.Context, plan *plans.Plan, opts runner.Options, targetOnly bool) (*runner.Runner, error)
+	ChildLog   io.Writer // the instances' logs, each line prefixed; nil: kept for the report only
 }
 
 func (o *Options) defaults() error {
@@ -73,6 +76,9 @@ func (o *Options) defaults() error {
 	}
 	if o.Plan == nil {
 		return errors.New("drill: no plan")
+	}
+	if o.OpenRunner == nil {
+		return errors.New("drill: no OpenRunner")
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -160,7 +166,7 @@ func prepare(ctx context.Context, o Options, tgt *target) error {
 	if err != nil {
 		return err
 	}
-	r, err := runner.Open(ctx, o.Plan, runner.Options{Log: o.Log}, true)
+	r, err := o.OpenRunner(ctx, o.Plan, runner.Options{Log: o.Log}, true)
 	if err != nil {
 		return err
 	}

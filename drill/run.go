@@ -120,7 +120,7 @@ func (d *drill) drive(ctx context.Context, persistence string) error {
 	if err != nil {
 		return err
 	}
-	if d.status, err = runner.Open(ctx, d.plan, runner.Options{Log: slog.New(slog.DiscardHandler)}, true); err != nil {
+	if d.status, err = d.o.OpenRunner(ctx, d.plan, runner.Options{Log: slog.New(slog.DiscardHandler)}, true); err != nil {
 		return err
 	}
 	d.w = newWatcher(d.status, d.plan.LeaseTTL, d.start, d.log)

@@ -44,7 +44,7 @@ func (r *Runner) Repair(ctx context.Context, only string, deleteExtra bool) (*Re
 			return rep, fmt.Errorf("%w: the plan has no table %q", plans.ErrInvalid, only)
 		}
 	}
-	if err := r.openScan(ctx); err != nil {
+	if err := r.scanPool(ctx); err != nil {
 		return rep, err
 	}
 	for _, t := range r.plan.Tables {

@@ -63,20 +63,38 @@ type Options struct {
 	Parallel int
 }
 
+// Services are what a Runner works with, opened by its caller (the CLI's
+// wiring); the Runner owns them from New on, and Close closes them.
+type Services struct {
+	Source    *sql.DB // nil for status and resume, which read the target only
+	SourceSQL dialect.Dialect
+	Target    *sql.DB // sessions bounded by the lease (dialect.SessionFor)
+	TargetSQL dialect.Dialect
+	// OpenScan opens the target pool for whole-table reads, without the
+	// lease sessions' statement timeouts; called once, when first needed.
+	OpenScan func(context.Context) (*sql.DB, error)
+	Redis    redis.UniversalClient
+	Locker   *lock.Locker
+	Fence    *fence.Fence
+	Cursor   *cursor.Store
+}
+
 // Runner runs one plan.
 type Runner struct {
-	plan   *plans.Plan
-	opts   Options
-	log    *slog.Logger
-	src    *sql.DB
-	dst    *sql.DB
-	srcD   dialect.Dialect
-	dstD   dialect.Dialect
-	scan   *sql.DB // target pool without statement timeouts, for verification
-	rdb    redis.UniversalClient
-	locker *lock.Locker
-	fence  *fence.Fence
-	cursor *cursor.Store
+	plan     *plans.Plan
+	opts     Options
+	log      *slog.Logger
+	src      *sql.DB
+	dst      *sql.DB
+	srcD     dialect.Dialect
+	dstD     dialect.Dialect
+	openScan func(context.Context) (*sql.DB, error)
+	scanMu   sync.Mutex
+	scan     *sql.DB // target pool without statement timeouts, for verification
+	rdb      redis.UniversalClient
+	locker   *lock.Locker
+	fence    *fence.Fence
+	cursor   *cursor.Store
 
 	mu     sync.Mutex
 	report Report
@@ -88,46 +106,34 @@ type Runner struct {
 	slots     chan struct{} // one per shard held at once (Options.Parallel)
 }
 
-// Open connects to the plan's target and Redis, and to its source unless
-// statusOnly.
-func Open(ctx context.Context, plan *plans.Plan, opts Options, statusOnly bool) (*Runner, error) {
+// New is a Runner of plan working with svc, its pools sized for
+// opts.Parallel.
+func New(plan *plans.Plan, opts Options, svc Services) *Runner {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{plan: plan, opts: opts, log: opts.Log, rates: map[fence.Shard]*rate{}}
-	var err error
-	if r.dstD, err = dialect.For(plan.Target.Engine()); err != nil {
-		return nil, err
+	r := &Runner{plan: plan, opts: opts, log: opts.Log, rates: map[fence.Shard]*rate{},
+		src: svc.Source, srcD: svc.SourceSQL, dst: svc.Target, dstD: svc.TargetSQL, openScan: svc.OpenScan,
+		rdb: svc.Redis, locker: svc.Locker, fence: svc.Fence, cursor: svc.Cursor}
+	if r.dst != nil {
+		r.sizePools()
 	}
-	if r.dst, r.dstD, err = dialect.Open(ctx, r.dstD, plan.Target, dialect.SessionFor(plan.LeaseTTL)); err != nil {
-		return nil, fmt.Errorf("target %s: %w", plan.Target, err)
-	}
-	if !statusOnly {
-		if r.srcD, err = dialect.For(plan.Source.Engine()); err != nil {
-			r.Close()
-			return nil, err
+	return r
+}
+
+// RenewFailed is the lock.Options.OnRenewFailure of a plan's locker: it
+// counts a failed lease renewal in the shard's metrics.
+func RenewFailed(plan *plans.Plan, m *metrics.Metrics) func(key string, _ error) {
+	return func(key string, _ error) {
+		for _, t := range plan.Tables {
+			for i := range t.Shards {
+				if s := (fence.Shard{Plan: plan.Name, Table: t.Target, Index: i}); lock.LeaseKey(leaseBase(s)) == key {
+					m.RenewalFailed(s.Table, s.Index)
+					return
+				}
+			}
 		}
-		if r.src, r.srcD, err = dialect.Open(ctx, r.srcD, plan.Source, dialect.Session{RawTimes: true}); err != nil {
-			r.Close()
-			return nil, fmt.Errorf("source %s: %w", plan.Source, err)
-		}
 	}
-	if r.rdb, err = lock.Dial(plan.Redis.Secret()); err != nil {
-		r.Close()
-		return nil, fmt.Errorf("redis DSN %s: %w", plan.Redis, err)
-	}
-	r.locker, err = lock.New(r.rdb, lock.Options{TTL: plan.LeaseTTL, Logger: r.log, OnRenewFailure: r.renewFailed})
-	if err != nil {
-		r.Close()
-		return nil, err
-	}
-	r.fence, r.cursor = fence.New(r.dstD), cursor.New(r.dstD)
-	if err := r.ping(ctx, statusOnly); err != nil {
-		r.Close()
-		return nil, err
-	}
-	r.sizePools()
-	return r, nil
 }
 
 // sizePools caps an instance's connections to each database: two for each
@@ -184,25 +190,13 @@ func parallelFor(shards, cores int, free ...int) int {
 	return max(k, 1)
 }
 
-// renewFailed counts a failed lease renewal in the shard's metrics.
-func (r *Runner) renewFailed(key string, _ error) {
-	for _, t := range r.plan.Tables {
-		for i := range t.Shards {
-			if s := (fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i}); lock.LeaseKey(leaseBase(s)) == key {
-				r.opts.Metrics.RenewalFailed(s.Table, s.Index)
-				return
-			}
-		}
-	}
-}
-
-// ping checks every connection once it can. A database or Redis that
+// Ping checks every connection once it can. A database or Redis that
 // drops or resets the connection (restarting, failing over, a network
 // blip) is tried again with backoff for up to max_outage; one that refuses
 // it, or answers with an error, fails at once (a wrong address or
 // password is not worth waiting for).
-func (r *Runner) ping(ctx context.Context, statusOnly bool) error {
-	return r.whileUnavailable(ctx, "unavailable at start, retrying", func() error { return r.pingOnce(ctx, statusOnly) })
+func (r *Runner) Ping(ctx context.Context) error {
+	return r.whileUnavailable(ctx, "unavailable at start, retrying", func() error { return r.pingOnce(ctx) })
 }
 
 // whileUnavailable runs fn again, with backoff, while it fails because a
@@ -224,13 +218,13 @@ func (r *Runner) whileUnavailable(ctx context.Context, msg string, fn func() err
 	return err
 }
 
-func (r *Runner) pingOnce(ctx context.Context, statusOnly bool) error {
+func (r *Runner) pingOnce(ctx context.Context) error {
 	pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	if err := r.dst.PingContext(pctx); err != nil {
 		return fmt.Errorf("target %s: %w", r.plan.Target, err)
 	}
-	if !statusOnly {
+	if r.src != nil {
 		if err := r.src.PingContext(pctx); err != nil {
 			return fmt.Errorf("source %s: %w", r.plan.Source, err)
 		}

@@ -127,7 +127,7 @@ func (r *Runner) checkNeighbourhood(ctx context.Context, j shardJob, spec batch.
 
 // targetRows reads from the target the rows with the keys of rows.
 func (r *Runner) targetRows(ctx context.Context, j shardJob, rows [][]any) ([][]any, error) {
-	if err := r.openScan(ctx); err != nil {
+	if err := r.scanPool(ctx); err != nil {
 		return nil, err
 	}
 	keyIdx, err := keyset.KeyIndexes(j.spec.Columns, j.spec.Key)

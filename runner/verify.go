@@ -23,7 +23,7 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 			return v, fmt.Errorf("%w: the plan has no table %q", plans.ErrInvalid, only)
 		}
 	}
-	if err := r.openScan(ctx); err != nil {
+	if err := r.scanPool(ctx); err != nil {
 		return v, err
 	}
 	for _, t := range r.plan.Tables {
@@ -67,7 +67,7 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 // target's scan pool, differences told to collect and rows compared to
 // progress when they are not nil.
 func (r *Runner) compare(ctx context.Context, t plans.Table, src, dst []dialect.Column, collect func(kind string, key []any) error, progress func(int64)) (verify.Result, error) {
-	if err := r.openScan(ctx); err != nil {
+	if err := r.scanPool(ctx); err != nil {
 		return verify.Result{}, err
 	}
 	return verify.Compare(ctx,
@@ -76,17 +76,18 @@ func (r *Runner) compare(ctx context.Context, t plans.Table, src, dst []dialect.
 		verify.Options{Name: t.Name, Key: t.Key, Collect: collect, Progress: progress})
 }
 
-// openScan opens the target pool for whole-table reads: long scans must not
+// scanPool opens the target pool for whole-table reads: long scans must not
 // meet the lease sessions' statement timeouts.
-func (r *Runner) openScan(ctx context.Context) error {
+func (r *Runner) scanPool(ctx context.Context) error {
+	r.scanMu.Lock()
+	defer r.scanMu.Unlock()
 	if r.scan != nil {
 		return nil
 	}
 	var err error
-	if r.scan, _, err = dialect.Open(ctx, r.dstD, r.plan.Target, dialect.Session{RawTimes: true}); err != nil {
+	if r.scan, err = r.openScan(ctx); err != nil {
 		return fmt.Errorf("target %s: %w", r.plan.Target, err)
 	}
-	r.scan.SetMaxOpenConns(4) // a chunk hasher, a row comparison, a takeover's check
 	return nil
 }
 

@@ -35,7 +35,7 @@ func repairCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	r, err := runner.Open(ctx, plan, runner.Options{Instance: *instance, Owner: lock.NewOwnerID(*instance), Log: pf.logger(stderr)}, false)
+	r, err := openRunner(ctx, plan, runner.Options{Instance: *instance, Owner: lock.NewOwnerID(*instance), Log: pf.logger(stderr)}, false)
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		log.Info("serving metrics", "url", "http://"+addr.String()+"/metrics")
 	}
 	log.Info("starting", "plan", plan.Name, "owner", owner, "source", plan.Source, "target", plan.Target, "redis", plan.Redis)
-	r, err := runner.Open(ctx, plan, opts, false)
+	r, err := openRunner(ctx, plan, opts, false)
 	if err != nil {
 		return printFailure(stdout, *asJSON, &runner.Report{Plan: plan.Name, Instance: *instance, Owner: owner}, err)
 	}

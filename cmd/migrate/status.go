@@ -29,7 +29,7 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	r, err := runner.Open(ctx, plan, runner.Options{Log: pf.logger(stderr)}, true)
+	r, err := openRunner(ctx, plan, runner.Options{Log: pf.logger(stderr)}, true)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		bar := newBar(stderr)
 		opts.Progress, opts.Log = bar, pf.logger(bar)
 	}
-	r, err := runner.Open(ctx, plan, opts, false)
+	r, err := openRunner(ctx, plan, opts, false)
 	if err != nil {
 		return err
 	}
