@@ -195,6 +195,21 @@ type Schema interface {
 	// is held, 0 when it is not yet.
 	SetupLock(name string) (string, []any)
 	SetupUnlock(name string) (string, []any)
+	// DropTable drops a table if it exists (a failed MySQL setup's own new
+	// tables; a drill's --reset).
+	DropTable(table []string) string
+	// TransactionalDDL reports whether DDL can run inside a transaction
+	// that a failure rolls back (PostgreSQL), rather than committing
+	// itself (MySQL).
+	TransactionalDDL() bool
+	// UpsertMatchesAnyUnique reports whether the upsert's conflict
+	// matches any unique index rather than the key's alone (MySQL's ON
+	// DUPLICATE KEY UPDATE): then a target table may have no other.
+	UpsertMatchesAnyUnique() bool
+	// KeysetKey says why a column of type c cannot be a keyset key (its
+	// sort order differs from its comparison, so a keyset over it skips
+	// rows), or "" when it can.
+	KeysetKey(c Column) string
 }
 
 // Copy reads a shard's rows by keyset (C3) and writes them by the fenced
@@ -300,8 +315,6 @@ type Drill interface {
 	// below a given one in the fence column. The logical values are the
 	// key's parts, then lo, then hi, then the token.
 	DrillCount(table, key []string, fence string, after bool, r Range) Query
-	// DrillDropTable drops a table if it exists (a drill's --reset).
-	DrillDropTable(table []string) string
 	// DrillForget deletes a plan's checkpoint and watermark rows (a
 	// drill's --reset); each statement takes the plan as its one arg.
 	DrillForget() []string

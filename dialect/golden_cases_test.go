@@ -243,7 +243,16 @@ var drillCases = []goldenCase{
 	{"DrillCount", "composite key after, upper bound only, fence named in the plan", func(d Dialect, _ fixture) string {
 		return query(d.DrillCount(gQual, gKey2, gOwnFence, true, Range{Hi: "US"}))
 	}},
-	{"DrillDropTable", "", func(d Dialect, _ fixture) string { return d.DrillDropTable(gQual) }},
+	{"DropTable", "", func(d Dialect, _ fixture) string { return d.DropTable(gQual) }},
+	{"TransactionalDDL", "", func(d Dialect, _ fixture) string { return fmt.Sprint(d.TransactionalDDL()) }},
+	{"UpsertMatchesAnyUnique", "", func(d Dialect, _ fixture) string { return fmt.Sprint(d.UpsertMatchesAnyUnique()) }},
+	{"KeysetKey", "", func(d Dialect, _ fixture) string {
+		var b strings.Builder
+		for _, base := range []string{"bigint", "varchar", "text", "enum", "set"} {
+			fmt.Fprintf(&b, "%s: %q\n", base, d.KeysetKey(Column{Name: "k", Base: base}))
+		}
+		return b.String()
+	}},
 	{"DrillForget", "", func(d Dialect, _ fixture) string { return stmts(d.DrillForget()) }},
 }
 

@@ -9,11 +9,6 @@ func (m MySQL) DrillCount(table, key []string, fence string, after bool, r Range
 	return q
 }
 
-// DrillDropTable implements Dialect.
-func (m MySQL) DrillDropTable(table []string) string {
-	return "DROP TABLE IF EXISTS " + m.Quote(table...)
-}
-
 // DrillForget implements Dialect.
 func (m MySQL) DrillForget() []string {
 	return []string{

@@ -74,3 +74,24 @@ func lockName(name string) string {
 func (m MySQL) MaxToken(table []string, fence string) string {
 	return "SELECT COALESCE(MAX(" + m.Quote(fence) + "), 0) FROM " + m.Quote(table...)
 }
+
+// DropTable implements Dialect.
+func (m MySQL) DropTable(table []string) string {
+	return "DROP TABLE IF EXISTS " + m.Quote(table...)
+}
+
+// TransactionalDDL implements Dialect: MySQL's DDL commits itself.
+func (MySQL) TransactionalDDL() bool { return false }
+
+// UpsertMatchesAnyUnique implements Dialect: ON DUPLICATE KEY UPDATE fires
+// on any unique index.
+func (MySQL) UpsertMatchesAnyUnique() bool { return true }
+
+// KeysetKey implements Dialect: MySQL sorts ENUM and SET by their index
+// but compares them as text.
+func (MySQL) KeysetKey(c Column) string {
+	if c.Base == "enum" || c.Base == "set" {
+		return "a MySQL " + c.Base + ", whose sort order differs from its comparison"
+	}
+	return ""
+}

@@ -13,11 +13,6 @@ func (p Postgres) DrillCount(table, key []string, fence string, after bool, r Ra
 	return q
 }
 
-// DrillDropTable implements Dialect.
-func (p Postgres) DrillDropTable(table []string) string {
-	return "DROP TABLE IF EXISTS " + p.Quote(table...)
-}
-
 // DrillForget implements Dialect.
 func (p Postgres) DrillForget() []string {
 	return []string{

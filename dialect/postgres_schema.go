@@ -53,3 +53,17 @@ func (Postgres) SetupUnlock(name string) (string, []any) {
 func (p Postgres) MaxToken(table []string, fence string) string {
 	return "SELECT COALESCE(MAX(" + p.Quote(fence) + "), 0) FROM " + p.Quote(table...)
 }
+
+// DropTable implements Dialect.
+func (p Postgres) DropTable(table []string) string {
+	return "DROP TABLE IF EXISTS " + p.Quote(table...)
+}
+
+// TransactionalDDL implements Dialect.
+func (Postgres) TransactionalDDL() bool { return true }
+
+// UpsertMatchesAnyUnique implements Dialect: ON CONFLICT names the key.
+func (Postgres) UpsertMatchesAnyUnique() bool { return false }
+
+// KeysetKey implements Dialect: every PostgreSQL type sorts as it compares.
+func (Postgres) KeysetKey(Column) string { return "" }

@@ -29,7 +29,7 @@ type targetSQL interface {
 	TableExists(table []string) (string, []any)
 	CountRows(table []string) string
 	DrillCount(table, key []string, fence string, after bool, r dialect.Range) dialect.Query
-	DrillDropTable(table []string) string
+	DropTable(table []string) string
 	DrillForget() []string
 }
 
@@ -89,7 +89,7 @@ func (t *target) dirt(ctx context.Context) ([]string, error) {
 // watermark rows.
 func (t *target) reset(ctx context.Context) error {
 	for _, tb := range t.plan.Tables {
-		if _, err := t.db.ExecContext(ctx, t.sql.DrillDropTable(tb.TargetIdent())); err != nil {
+		if _, err := t.db.ExecContext(ctx, t.sql.DropTable(tb.TargetIdent())); err != nil {
 			return fmt.Errorf("drop target table %s: %w", tb.Target, err)
 		}
 	}

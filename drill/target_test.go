@@ -73,10 +73,10 @@ func TestDrillSQL(t *testing.T) {
 			t.Errorf("%s:\n got %s %v\nwant %s %v", tc.name, q.SQL, q.Args, tc.sql, tc.args)
 		}
 	}
-	if got := (dialect.Postgres{}).DrillDropTable([]string{"s", "t"}); got != `DROP TABLE IF EXISTS "s"."t"` {
+	if got := (dialect.Postgres{}).DropTable([]string{"s", "t"}); got != `DROP TABLE IF EXISTS "s"."t"` {
 		t.Errorf("postgres drop: %s", got)
 	}
-	if got := (dialect.MySQL{}).DrillDropTable([]string{"t"}); got != "DROP TABLE IF EXISTS `t`" {
+	if got := (dialect.MySQL{}).DropTable([]string{"t"}); got != "DROP TABLE IF EXISTS `t`" {
 		t.Errorf("mysql drop: %s", got)
 	}
 	if got := (dialect.Postgres{}).DrillForget(); !reflect.DeepEqual(got, []string{

@@ -8,6 +8,7 @@ import (
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/keyset"
+	"github.com/migrate-dev/migrate/schema"
 )
 
 // DryRun is what a run would do, found without a lease and without writing
@@ -57,7 +58,7 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 		if err != nil {
 			return nil, err
 		}
-		dst, ddl, err := r.targetTable(ctx, r.dst, t, cols)
+		dst, ddl, err := r.target().Table(ctx, r.dst, t, cols)
 		if err != nil {
 			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 		}
@@ -65,7 +66,7 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 			dt.DDL = append(dt.DDL, ddl)
 		}
 		created := false
-		if _, err := columns(ctx, r.dst, r.dstD, t.TargetIdent()); errors.Is(err, errNoTable) {
+		if _, err := schema.Columns(ctx, r.dst, r.dstD, t.TargetIdent()); errors.Is(err, schema.ErrNoTable) {
 			created = true
 			dt.Schema = append(dt.Schema, "target table "+t.Target+" does not exist: the run creates it")
 		} else {

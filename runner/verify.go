@@ -6,6 +6,7 @@ import (
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/schema"
 	"github.com/migrate-dev/migrate/verify"
 )
 
@@ -94,11 +95,11 @@ func (r *Runner) scanPool(ctx context.Context) error {
 // targetColumns returns the target's definitions of the source columns
 // src, in the same order.
 func (r *Runner) targetColumns(ctx context.Context, t plans.Table, src []dialect.Column) ([]dialect.Column, error) {
-	all, err := columns(ctx, r.scan, r.dstD, t.TargetIdent())
+	all, err := schema.Columns(ctx, r.scan, r.dstD, t.TargetIdent())
 	if err != nil {
 		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 	}
-	out, err := align(all, src)
+	out, err := schema.Align(all, src)
 	if err != nil {
 		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 	}

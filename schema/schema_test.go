@@ -1,0 +1,150 @@
+package schema_test
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/internal/testsvc"
+	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/schema"
+)
+
+// each runs fn against a fresh database of every engine.
+func each(t *testing.T, fn func(t *testing.T, db *sql.DB, d dialect.Dialect)) {
+	for _, e := range []struct {
+		name string
+		url  func(testing.TB) string
+	}{{"postgres", testsvc.NewPostgresDB}, {"mysql", testsvc.NewMySQLDB}} {
+		t.Run(e.name, func(t *testing.T) {
+			dsn, err := plans.ParseDSN(e.url(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, _ := dialect.For(dsn.Engine())
+			db, d, err := dialect.Open(t.Context(), d, dsn, dialect.Session{RawTimes: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			fn(t, db, d)
+		})
+	}
+}
+
+func exec(t *testing.T, db *sql.DB, q string) {
+	t.Helper()
+	if _, err := db.Exec(q); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+}
+
+// A source table passes the key checks only with a NOT NULL, unique key;
+// the copied columns leave out the fence column.
+func TestSourceColumns(t *testing.T) {
+	each(t, func(t *testing.T, db *sql.DB, d dialect.Dialect) {
+		q := d.Quote
+		exec(t, db, "CREATE TABLE "+q("Orders")+" (id bigint NOT NULL, "+q("Region")+" varchar(10) NOT NULL, note varchar(20), _fence bigint, PRIMARY KEY (id, "+q("Region")+"))")
+		tb := plans.Table{Name: "Orders", Target: "Orders", Key: []string{"id", "Region"}}
+		cols, err := schema.SourceColumns(t.Context(), db, d, tb, "_fence")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, c := range cols {
+			names = append(names, c.Name)
+		}
+		if strings.Join(names, ",") != "id,Region,note" {
+			t.Errorf("copied columns %v, want id,Region,note", names)
+		}
+		for _, c := range []struct {
+			table plans.Table
+			want  string
+		}{
+			{plans.Table{Name: "Missing", Key: []string{"id"}}, "does not exist"},
+			{plans.Table{Name: "Orders", Key: []string{"nope"}}, `has no key column "nope"`},
+			{plans.Table{Name: "Orders", Key: []string{"note"}}, "may be NULL"},
+			{plans.Table{Name: "Orders", Key: []string{"Region"}}, "no unique index or primary key within the key"},
+			{plans.Table{Name: "Orders", Key: []string{"id"}, Columns: []string{"id", "gone"}}, `has no column "gone"`},
+		} {
+			_, err := schema.SourceColumns(t.Context(), db, d, c.table, "_fence")
+			if !errors.Is(err, plans.ErrInvalid) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("%+v: %v, want ErrInvalid saying %q", c.table, err, c.want)
+			}
+		}
+	})
+}
+
+// An existing target needs a unique index on exactly the key, and where
+// the upsert matches any unique index (MySQL), no other; a missing one is
+// created with the fence column.
+func TestTarget_Table(t *testing.T) {
+	each(t, func(t *testing.T, db *sql.DB, d dialect.Dialect) {
+		q := d.Quote
+		tg := schema.Target{SQL: d, Source: d.Engine(), FenceColumn: "_fence"}
+		src := []dialect.Column{{Name: "id", Type: "bigint", Base: "bigint", NotNull: true}, {Name: "email", Type: "varchar(50)", Base: "varchar"}}
+		tb := plans.Table{Name: "users", Target: "users", Key: []string{"id"}}
+		_, ddl, err := tg.Table(t.Context(), db, tb, src)
+		if err != nil || !strings.HasPrefix(ddl, "CREATE TABLE") || !strings.Contains(ddl, "_fence") {
+			t.Fatalf("missing table: ddl %q, %v", ddl, err)
+		}
+		exec(t, db, ddl)
+		if _, ddl, err := tg.Table(t.Context(), db, tb, src); err != nil || ddl != "" {
+			t.Errorf("the created table: ddl %q, %v; want nothing to do", ddl, err)
+		}
+		exec(t, db, "CREATE UNIQUE INDEX by_email ON "+q("users")+" (email)")
+		_, _, err = tg.Table(t.Context(), db, tb, src)
+		if d.UpsertMatchesAnyUnique() != (err != nil) {
+			t.Errorf("a second unique index, upsert matching any %v: %v", d.UpsertMatchesAnyUnique(), err)
+		}
+		exec(t, db, "CREATE TABLE "+q("nokey")+" (id bigint NOT NULL, email varchar(50))")
+		_, _, err = tg.Table(t.Context(), db, plans.Table{Name: "nokey", Target: "nokey", Key: []string{"id"}}, src)
+		if !errors.Is(err, plans.ErrInvalid) || !strings.Contains(err.Error(), "no unique index on exactly the key") {
+			t.Errorf("no unique key: %v", err)
+		}
+	})
+}
+
+// Shard bounds split at quantiles of the first key column, so skewed keys
+// give shards of about the same number of rows.
+func TestShardBounds(t *testing.T) {
+	each(t, func(t *testing.T, db *sql.DB, d dialect.Dialect) {
+		exec(t, db, "CREATE TABLE skew (id bigint PRIMARY KEY)")
+		var vals []string
+		for i := 1; i <= 90; i++ {
+			vals = append(vals, fmt.Sprint(i))
+		}
+		for i := 1; i <= 10; i++ {
+			vals = append(vals, fmt.Sprint(1000000+i))
+		}
+		exec(t, db, "INSERT INTO skew VALUES ("+strings.Join(vals, "), (")+")")
+		b, err := schema.ShardBounds(t.Context(), db, d, plans.Table{Name: "skew", Key: []string{"id"}, Shards: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(b); got != "[{<nil> 25} {25 50} {50 75} {75 <nil>}]" {
+			t.Errorf("bounds %s", got)
+		}
+	})
+}
+
+func TestDiffAndAlign(t *testing.T) {
+	was := []dialect.Column{{Name: "a", Type: "int"}, {Name: "b", Type: "text"}, {Name: "c", Type: "int", NotNull: true}}
+	now := []dialect.Column{{Name: "a", Type: "bigint"}, {Name: "c", Type: "int"}, {Name: "d", Type: "int"}}
+	if got := schema.Diff(was, now); got != `column "a" changed type from int to bigint, column "c" changed nullability, column "d" added, column "b" dropped` {
+		t.Errorf("Diff = %s", got)
+	}
+	if schema.Diff(was, was) != "" {
+		t.Error("Diff of equal columns is not empty")
+	}
+	got, err := schema.Align(now, []dialect.Column{{Name: "d"}, {Name: "a"}})
+	if err != nil || got[0].Name != "d" || got[1].Type != "bigint" {
+		t.Errorf("Align = %v, %v", got, err)
+	}
+	if _, err := schema.Align(now, []dialect.Column{{Name: "b"}}); !errors.Is(err, plans.ErrInvalid) {
+		t.Errorf("Align of a missing column: %v", err)
+	}
+}
