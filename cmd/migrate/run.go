@@ -15,25 +15,39 @@ import (
 
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/metrics"
+	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/runner"
 )
+
+// runFlags are `migrate run`'s flags.
+type runFlags struct {
+	pf                                planFlags
+	asJSON, noVerify, noProgress, dry *bool
+	instance, report, metricsAddr     *string
+	cpuProfile, memProfile            *string
+	parallel                          *int
+}
+
+func (f *runFlags) register(fs *flag.FlagSet) {
+	f.pf.register(fs)
+	f.asJSON = fs.Bool("json", false, "print the result as one JSON object on stdout")
+	f.instance = fs.String("instance", hostname(), "label for this instance in lease owner ids and status")
+	f.noVerify = fs.Bool("no-verify", false, "skip the end-of-run verification")
+	f.noProgress = fs.Bool("no-progress", false, "no progress bar even on a terminal")
+	f.parallel = fs.Int("parallel", 0, "hold at most this many shards at once, leaving the others to other instances (0: the plan's shards, at most max(2, cores), at most what leaves half of each database's free connections)")
+	f.report = fs.String("report", "", "with --dry-run: also write the forecast as a Markdown report to this file")
+	f.metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics while running, e.g. :9090 or 127.0.0.1:9090")
+	f.cpuProfile = fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	f.memProfile = fs.String("memprofile", "", "write an allocation profile at the end of the run to this file (go tool pprof)")
+	f.dry = fs.Bool("dry-run", false, "report what the run would do (rows to insert or update, schema differences, DDL, an estimate); take no lease, write nothing")
+}
 
 // runCmd is `migrate run`: copy every shard of the plan as holder or
 // standby; running it again after a crash resumes from the cursor.
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
-	var pf planFlags
-	pf.register(fs)
-	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
-	instance := fs.String("instance", hostname(), "label for this instance in lease owner ids and status")
-	noVerify := fs.Bool("no-verify", false, "skip the end-of-run verification")
-	noProgress := fs.Bool("no-progress", false, "no progress bar even on a terminal")
-	parallel := fs.Int("parallel", 0, "hold at most this many shards at once, leaving the others to other instances (0: the plan's shards, at most max(2, cores), at most what leaves half of each database's free connections)")
-	report := fs.String("report", "", "with --dry-run: also write the forecast as a Markdown report to this file")
-	metricsAddr := fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics while running, e.g. :9090 or 127.0.0.1:9090")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
-	memProfile := fs.String("memprofile", "", "write an allocation profile at the end of the run to this file (go tool pprof)")
-	dryRun := fs.Bool("dry-run", false, "report what the run would do (rows to insert or update, schema differences, DDL, an estimate); take no lease, write nothing")
+	var f runFlags
+	f.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: migrate run -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify] [--metrics-addr ADDR] [--parallel K]\n\nCopies every shard of the plan; run it again to resume after a crash.\nExample: migrate run -p orders.yaml --instance node-a")
 		fs.PrintDefaults()
@@ -41,9 +55,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := parse(fs, args, stderr); err != nil {
 		return err
 	}
-	plan, err := pf.load()
+	plan, err := f.pf.load()
 	if err != nil {
-		return printFailure(stdout, *asJSON, &runner.Report{}, err)
+		return printFailure(stdout, *f.asJSON, &runner.Report{}, err)
 	}
 	if os.Getenv("GOGC") == "" {
 		// The heap is a few pages of rows: trading a little memory for a
@@ -51,66 +65,33 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		// time for 1M rows, peak RSS 24 -> 36 MB).
 		debug.SetGCPercent(400)
 	}
-	stop, err := startProfiles(*cpuProfile, *memProfile)
+	stop, err := startProfiles(*f.cpuProfile, *f.memProfile)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	var progress *bar
-	logTo := stderr
-	if !*noProgress && isTerminal(os.Stderr) {
-		progress = newBar(stderr)
-		logTo = progress // log lines go above the bar
-	}
-	log := pf.logger(logTo)
-	for _, w := range plan.Warnings() {
-		log.Warn(w)
-	}
-	owner := lock.NewOwnerID(*instance)
-	if *parallel < 0 {
+	if *f.parallel < 0 {
 		return usageError{"--parallel must not be negative"}
 	}
-	opts := runner.Options{Instance: *instance, Owner: owner, NoVerify: *noVerify, Log: log, Parallel: *parallel}
-	if progress != nil {
-		opts.Progress = progress
+	opts, stopMetrics, err := f.options(ctx, plan, stderr)
+	defer stopMetrics()
+	if err != nil {
+		return printFailure(stdout, *f.asJSON, &runner.Report{Plan: plan.Name, Instance: *f.instance, Owner: opts.Owner}, err)
 	}
-	if *metricsAddr != "" && !*dryRun {
-		opts.Metrics = metrics.New(plan.Name)
-		mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-		defer stop()
-		addr, err := opts.Metrics.Serve(mctx, *metricsAddr)
-		if err != nil {
-			return printFailure(stdout, *asJSON, &runner.Report{Plan: plan.Name, Instance: *instance, Owner: owner}, err)
-		}
-		log.Info("serving metrics", "url", "http://"+addr.String()+"/metrics")
-	}
-	log.Info("starting", "plan", plan.Name, "owner", owner, "source", plan.Source, "target", plan.Target, "redis", plan.Redis)
+	opts.Log.Info("starting", "plan", plan.Name, "owner", opts.Owner, "source", plan.Source, "target", plan.Target, "redis", plan.Redis)
 	r, err := openRunner(ctx, plan, opts, false)
 	if err != nil {
-		return printFailure(stdout, *asJSON, &runner.Report{Plan: plan.Name, Instance: *instance, Owner: owner}, err)
+		return printFailure(stdout, *f.asJSON, &runner.Report{Plan: plan.Name, Instance: *f.instance, Owner: opts.Owner}, err)
 	}
 	defer r.Close()
-	if *dryRun {
-		d, err := r.DryRun(ctx)
-		if err != nil {
-			return err
-		}
-		if *report != "" {
-			if err := writeReport(*report, func(w io.Writer) { writeDryRunMarkdown(w, d) }); err != nil {
-				return fmt.Errorf("report: %w", err)
-			}
-		}
-		if *asJSON {
-			return writeJSON(stdout, d)
-		}
-		printDryRun(stdout, d)
-		return nil
+	if *f.dry {
+		return f.dryRun(ctx, r, stdout)
 	}
 	rep, runErr := r.Run(ctx)
 	if runErr != nil {
 		rep.Error = runErr.Error()
 	}
-	if *asJSON {
+	if *f.asJSON {
 		if err := writeJSON(stdout, rep); err != nil {
 			return err
 		}
@@ -118,6 +99,56 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		printReport(stdout, rep)
 	}
 	return runErr
+}
+
+// options are the runner's: the owner id, the log (above the progress bar
+// on a terminal), the progress bar, and metrics served at --metrics-addr
+// until stop is called.
+func (f *runFlags) options(ctx context.Context, plan *plans.Plan, stderr io.Writer) (opts runner.Options, stop func(), err error) {
+	stop = func() {}
+	var progress *bar
+	logTo := stderr
+	if !*f.noProgress && isTerminal(os.Stderr) {
+		progress = newBar(stderr)
+		logTo = progress // log lines go above the bar
+	}
+	log := f.pf.logger(logTo)
+	for _, w := range plan.Warnings() {
+		log.Warn(w)
+	}
+	opts = runner.Options{Instance: *f.instance, Owner: lock.NewOwnerID(*f.instance), NoVerify: *f.noVerify, Log: log, Parallel: *f.parallel}
+	if progress != nil {
+		opts.Progress = progress
+	}
+	if *f.metricsAddr != "" && !*f.dry {
+		opts.Metrics = metrics.New(plan.Name)
+		mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		stop = cancel
+		addr, err := opts.Metrics.Serve(mctx, *f.metricsAddr)
+		if err != nil {
+			return opts, stop, err
+		}
+		log.Info("serving metrics", "url", "http://"+addr.String()+"/metrics")
+	}
+	return opts, stop, nil
+}
+
+// dryRun prints what the run would do (and writes --report).
+func (f *runFlags) dryRun(ctx context.Context, r *runner.Runner, stdout io.Writer) error {
+	d, err := r.DryRun(ctx)
+	if err != nil {
+		return err
+	}
+	if *f.report != "" {
+		if err := writeReport(*f.report, func(w io.Writer) { writeDryRunMarkdown(w, d) }); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+	}
+	if *f.asJSON {
+		return writeJSON(stdout, d)
+	}
+	printDryRun(stdout, d)
+	return nil
 }
 
 // printFailure reports a run that could not start: with --json still one
