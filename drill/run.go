@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/migrate-dev/migrate/internal/redisproc"
+	"github.com/migrate-dev/migrate/internal/retry"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/runner"
 )
@@ -332,7 +333,7 @@ func (d *drill) inject(ctx context.Context) (err error) {
 		if d.o.Kind == Pause {
 			err = d.longFault(ctx)
 		} else {
-			err = sleep(ctx, shortPause(ttl))
+			err = retry.Sleep(ctx, shortPause(ttl))
 		}
 		err = errors.Join(err, d.holder.signal(syscall.SIGCONT))
 	case Partition:
@@ -345,7 +346,7 @@ func (d *drill) inject(ctx context.Context) (err error) {
 			err = d.longFault(ctx)
 		}
 		if h := d.tproxy.Holding(); err == nil && h.Chunks > 0 {
-			err = sleep(ctx, ttl-time.Since(h.First)) // every byte held past the TTL
+			err = retry.Sleep(ctx, ttl-time.Since(h.First)) // every byte held past the TTL
 		}
 		var rerr error
 		d.late, rerr = d.tproxy.Release()
@@ -364,7 +365,7 @@ func (d *drill) longFault(ctx context.Context) error {
 	if err := d.takeoverSeen(ctx); err != nil {
 		return err
 	}
-	return sleep(ctx, d.plan.LeaseTTL-time.Since(d.faultAt))
+	return retry.Sleep(ctx, d.plan.LeaseTTL-time.Since(d.faultAt))
 }
 
 // shortPause is how long the short-pause drill stops the holder: half of
@@ -372,20 +373,6 @@ func (d *drill) longFault(ctx context.Context) error {
 // - drift (TTL/100).
 func shortPause(ttl time.Duration) time.Duration {
 	return (ttl - ttl/3 - ttl/10 - ttl/100) / 2
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // finish waits for every instance to end. A holder that lost its lease must

@@ -90,7 +90,7 @@ func (r *Runner) forecast(ctx context.Context, dt *DryRunTable, cols, dst []dial
 		}
 		dt.WouldInsert = dt.SourceRows
 	} else {
-		res, err := r.compare(ctx, t, cols, dst, nil, nil)
+		res, err := r.compare(ctx, t, cols, dst, nil)
 		if err != nil {
 			return err
 		}

@@ -105,18 +105,30 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 // differences lists the keys of the rows to copy again (missing or
 // changed in the target) and of the rows only in the target.
 func (r *Runner) differences(ctx context.Context, t plans.Table, cols, dst []dialect.Column) (recopy, extra [][]any, err error) {
-	_, err = r.compare(ctx, t, cols, dst, func(kind string, key []any) error {
-		if len(recopy)+len(extra) >= maxRepairKeys {
-			return fmt.Errorf("more than %d differences in %s: copy the table again with a new plan name instead", maxRepairKeys, t.Name)
-		}
-		if kind == "extra" {
-			extra = append(extra, key)
-		} else {
-			recopy = append(recopy, key)
-		}
-		return nil
-	}, nil)
-	return recopy, extra, err
+	d := &diffKeys{table: t.Name}
+	_, err = r.compare(ctx, t, cols, dst, d)
+	return d.recopy, d.extra, err
+}
+
+// diffKeys collects the keys of a comparison's differences, up to
+// maxRepairKeys.
+type diffKeys struct {
+	table         string
+	recopy, extra [][]any
+}
+
+func (d *diffKeys) Compared(int64) {}
+
+func (d *diffKeys) Differs(kind string, key []any) error {
+	if len(d.recopy)+len(d.extra) >= maxRepairKeys {
+		return fmt.Errorf("more than %d differences in %s: copy the table again with a new plan name instead", maxRepairKeys, d.table)
+	}
+	if kind == "extra" {
+		d.extra = append(d.extra, key)
+	} else {
+		d.recopy = append(d.recopy, key)
+	}
+	return nil
 }
 
 // recopy copies the rows with the given keys again from the source, each

@@ -39,16 +39,15 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 		if err != nil {
 			return v, err
 		}
-		var progress func(int64)
+		var rep verify.Reporter
 		if p := r.opts.Progress; p != nil {
 			q, args := r.srcD.EstimateRows(t.SourceIdent())
 			var total int64
 			_ = r.src.QueryRowContext(ctx, q, args...).Scan(&total)
 			p.Start("verifying "+t.Name, total, 0)
-			var seen int64
-			progress = func(n int64) { p.Add(n - seen); seen = n }
+			rep = &progressReport{p: p}
 		}
-		res, err := r.compare(ctx, t, src, dst, nil, progress)
+		res, err := r.compare(ctx, t, src, dst, rep)
 		if p := r.opts.Progress; p != nil {
 			p.Finish()
 		}
@@ -64,17 +63,25 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 	return v, nil
 }
 
+// progressReport moves the progress bar as rows are compared.
+type progressReport struct {
+	p    Progress
+	seen int64
+}
+
+func (pr *progressReport) Compared(n int64)            { pr.p.Add(n - pr.seen); pr.seen = n }
+func (pr *progressReport) Differs(string, []any) error { return nil }
+
 // compare verifies one table (verify.Compare): the source against the
-// target's scan pool, differences told to collect and rows compared to
-// progress when they are not nil.
-func (r *Runner) compare(ctx context.Context, t plans.Table, src, dst []dialect.Column, collect func(kind string, key []any) error, progress func(int64)) (verify.Result, error) {
+// target's scan pool, told to rep (may be nil).
+func (r *Runner) compare(ctx context.Context, t plans.Table, src, dst []dialect.Column, rep verify.Reporter) (verify.Result, error) {
 	if err := r.scanPool(ctx); err != nil {
 		return verify.Result{}, err
 	}
 	return verify.Compare(ctx,
 		verify.Side{DB: r.src, SQL: r.srcD, Table: t.SourceIdent(), Columns: src},
 		verify.Side{DB: r.scan, SQL: r.dstD, Table: t.TargetIdent(), Columns: dst},
-		verify.Options{Name: t.Name, Key: t.Key, Collect: collect, Progress: progress})
+		verify.Options{Name: t.Name, Key: t.Key, Report: rep})
 }
 
 // scanPool opens the target pool for whole-table reads: long scans must not

@@ -88,8 +88,8 @@ func (c *comparison) chunks(ctx context.Context) error {
 				return err
 			}
 		}
-		if c.o.Progress != nil {
-			c.o.Progress(c.res.SourceRows)
+		if c.o.Report != nil {
+			c.o.Report.Compared(c.res.SourceRows)
 		}
 	}
 	return nil

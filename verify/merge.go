@@ -63,8 +63,8 @@ func (c *comparison) rows(ctx context.Context, lo, hi []any) error {
 		}
 		if k <= 0 {
 			c.res.SourceRows++
-			if c.o.Progress != nil && c.res.SourceRows%10000 == 0 {
-				c.o.Progress(c.res.SourceRows)
+			if c.o.Report != nil && c.res.SourceRows%10000 == 0 {
+				c.o.Report.Compared(c.res.SourceRows)
 			}
 			if s, sok, err = a.next(); err != nil {
 				return fmt.Errorf("source: %w", err)
@@ -80,10 +80,10 @@ func (c *comparison) rows(ctx context.Context, lo, hi []any) error {
 	return nil
 }
 
-// sample hands a difference to Collect and keeps it as a sample while
-// there is room.
+// sample tells the Reporter of a difference and keeps it as a sample
+// while there is room.
 func (c *comparison) sample(kind string, s, d *row, cols []string) {
-	if c.o.Collect != nil && c.collected == nil {
+	if c.o.Report != nil && c.collected == nil {
 		from := s
 		if from == nil {
 			from = d
@@ -92,7 +92,7 @@ func (c *comparison) sample(kind string, s, d *row, cols []string) {
 		for i, j := range c.keyIdx {
 			key[i] = from.raw[j]
 		}
-		c.collected = c.o.Collect(kind, key)
+		c.collected = c.o.Report.Differs(kind, key)
 	}
 	if len(c.res.Samples) >= c.o.MaxSamples {
 		return

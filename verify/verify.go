@@ -64,18 +64,25 @@ type Sample struct {
 
 // Options tune a comparison.
 type Options struct {
-	Name       string      // the table's name in the result
-	Key        []string    // business key columns
-	MaxSamples int         // differing rows kept per table; default 10
-	Progress   func(int64) // rows read from the source so far, from time to time; may be nil
-	// Collect, if set, receives every difference: its kind (missing,
-	// extra, changed) and the key as read (from the source for missing and
-	// changed rows, from the target for extra ones). An error stops the
-	// comparison.
-	Collect func(kind string, key []any) error
+	Name       string   // the table's name in the result
+	Key        []string // business key columns
+	MaxSamples int      // differing rows kept per table; default 10
+	Report     Reporter // told of progress and of every difference; may be nil
 	// ChunkRows is the size of a checksum chunk, in source rows; default
 	// 10000, negative to compare every row.
 	ChunkRows int
+}
+
+// Reporter is told what a comparison finds as it goes.
+type Reporter interface {
+	// Compared is told the rows read from the source so far, from time to
+	// time.
+	Compared(rows int64)
+	// Differs is told every difference: its kind (missing, extra,
+	// changed) and the key as read (from the source for missing and
+	// changed rows, from the target for extra ones). An error stops the
+	// comparison.
+	Differs(kind string, key []any) error
 }
 
 // Compare reports how the two sides differ. When both are on one engine,
@@ -140,7 +147,7 @@ type comparison struct {
 	kinds     []typemap.Kind
 	keyIdx    []int
 	textKey   []bool
-	collected error // the first error of o.Collect
+	collected error // the first error of o.Report.Differs
 }
 
 // checksummed reports whether chunk checksums can stand for the rows: one

@@ -90,12 +90,7 @@ func (s *Services) Close() {
 // Redact replaces the servers' passwords in text that may hold them (a
 // tool's error output).
 func (s *Services) Redact(text string) string {
-	for _, p := range []string{s.pg.Password(), s.my.Password(), s.redis.Password()} {
-		if p != "" {
-			text = strings.ReplaceAll(text, p, "xxxxx")
-		}
-	}
-	return text
+	return plans.Redact(text, []string{s.pg.Password(), s.my.Password(), s.redis.Password()})
 }
 
 // URL is the URL of database db on the server of engine e, password
