@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/migrate-dev/migrate/internal/testsvc"
+	"github.com/migrate-dev/migrate/records"
 )
 
 func dial(t *testing.T, url string) redis.UniversalClient {
@@ -37,7 +38,7 @@ func leaseCycle(t *testing.T, l *Locker, base string) {
 	if info, err := l.Inspect(ctx, base); err != nil || !info.Held || info.Owner != a.Owner() {
 		t.Fatalf("%s: inspect = %+v, %v", base, info, err)
 	}
-	if n, err := l.RecordTakeover(ctx, base, a.Token(), time.Minute, `{"x":1}`); err != nil || n != 1 {
+	if n, err := records.New(l.rdb).RecordTakeover(ctx, base, a.Token(), time.Minute, `{"x":1}`); err != nil || n != 1 {
 		t.Fatalf("%s: record takeover = %d, %v", base, n, err)
 	}
 	if err := a.Release(ctx); err != nil {

@@ -9,10 +9,9 @@
 //	base:token          the fencing counter; no TTL, it only ever goes up
 //	base:last           hash {owner, token, renewed_ms, released} of the most recent
 //	                    holder; no TTL, so the next holder can measure how long it waited
-//	base:takeovers      sorted set of takeover times (Redis clock), within a window
-//	base:last_takeover  the last takeover's record, for status
-//	base:progress       hash {owner, rows_per_sec, eta_ms, table_rows} the holder
-//	                    publishes about once a second, expiring
+//
+// Package records keeps the takeover history and progress records under
+// the same base.
 //
 // Every operation is one Lua script. A holder learns it may no longer write
 // through [Lease.Context]; a dead holder's lease is reclaimed only by TTL expiry

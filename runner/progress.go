@@ -9,6 +9,7 @@ import (
 
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/records"
 )
 
 // rate is what this instance measures of a shard it holds, for status.
@@ -51,7 +52,7 @@ func (r *Runner) publishRates(ctx context.Context) {
 		}
 		type pub struct {
 			base string
-			p    lock.Progress
+			p    records.Progress
 		}
 		var pubs []pub
 		now := time.Now()
@@ -72,12 +73,12 @@ func (r *Runner) publishRates(ctx context.Context) {
 			if rt.perSec > 0 {
 				eta = int64(float64(r.left[s]) / rt.perSec * 1000)
 			}
-			pubs = append(pubs, pub{rt.base, lock.Progress{Owner: rt.owner, RowsPerSec: rt.perSec, EtaMs: eta, TableRows: r.tableRows[s.Table]}})
+			pubs = append(pubs, pub{rt.base, records.Progress{Owner: rt.owner, RowsPerSec: rt.perSec, EtaMs: eta, TableRows: r.tableRows[s.Table]}})
 		}
 		r.mu.Unlock()
 		for _, p := range pubs {
 			pctx, cancel := context.WithTimeout(ctx, publishEvery/2)
-			if err := r.locker.PublishProgress(pctx, p.base, p.p, r.plan.LeaseTTL); err != nil {
+			if err := r.records.PublishProgress(pctx, p.base, p.p, r.plan.LeaseTTL); err != nil {
 				r.log.Debug("progress not published", "lease", p.base, "err", err)
 			}
 			cancel()

@@ -26,6 +26,7 @@ import (
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/metrics"
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/records"
 )
 
 // Errors the CLI maps to exit codes (SPEC §4).
@@ -75,6 +76,7 @@ type Services struct {
 	OpenScan func(context.Context) (*sql.DB, error)
 	Redis    redis.UniversalClient
 	Locker   *lock.Locker
+	Records  *records.Store
 	Fence    *fence.Fence
 	Cursor   *cursor.Store
 }
@@ -93,6 +95,7 @@ type Runner struct {
 	scan     *sql.DB // target pool without statement timeouts, for verification
 	rdb      redis.UniversalClient
 	locker   *lock.Locker
+	records  *records.Store
 	fence    *fence.Fence
 	cursor   *cursor.Store
 
@@ -114,7 +117,7 @@ func New(plan *plans.Plan, opts Options, svc Services) *Runner {
 	}
 	r := &Runner{plan: plan, opts: opts, log: opts.Log, rates: map[fence.Shard]*rate{},
 		src: svc.Source, srcD: svc.SourceSQL, dst: svc.Target, dstD: svc.TargetSQL, openScan: svc.OpenScan,
-		rdb: svc.Redis, locker: svc.Locker, fence: svc.Fence, cursor: svc.Cursor}
+		rdb: svc.Redis, locker: svc.Locker, records: svc.Records, fence: svc.Fence, cursor: svc.Cursor}
 	if r.dst != nil {
 		r.sizePools()
 	}

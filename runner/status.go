@@ -52,7 +52,7 @@ func (r *Runner) Status(ctx context.Context) (*Status, error) {
 				name = t.Name
 			}
 			base := leaseBase(cp.Shard)
-			n, last, err := r.locker.Takeovers(ctx, base, r.plan.TakeoverWindow)
+			n, last, err := r.records.Takeovers(ctx, base, r.plan.TakeoverWindow)
 			if err != nil {
 				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
 			}
@@ -65,7 +65,7 @@ func (r *Runner) Status(ctx context.Context) (*Status, error) {
 				Token: int64(cp.Token), UpdatedAt: cp.UpdatedAt.UTC().Format(time.RFC3339Nano),
 				Watermark: int64(w), Holder: holder, Takeovers: n, LastTakeover: lastJSON,
 			}
-			switch p, ok, err := r.locker.ReadProgress(ctx, base); {
+			switch p, ok, err := r.records.ReadProgress(ctx, base); {
 			case err != nil:
 				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
 			case cp.State == cursor.Done:

@@ -53,7 +53,7 @@ func (r *Runner) beginTakeover(h *holding, elect, recovered time.Duration) error
 // not a condition of recovery).
 func (r *Runner) countTakeover(ctx context.Context, s fence.Shard, tk *Takeover, log *slog.Logger) int64 {
 	rec, _ := json.Marshal(tk)
-	n, err := r.locker.RecordTakeover(ctx, leaseBase(s), tk.Token, r.plan.TakeoverWindow, string(rec))
+	n, err := r.records.RecordTakeover(ctx, leaseBase(s), tk.Token, r.plan.TakeoverWindow, string(rec))
 	if err != nil {
 		log.Warn("could not count the takeover", "err", err)
 		return 0
@@ -74,7 +74,7 @@ func (r *Runner) noteTakeover(ctx context.Context, s fence.Shard, tk *Takeover, 
 		RTO: ms(tk.RtoMs), Predicted: ms(tk.PredictedRtoMs), Token: tk.Token, Expired: true,
 	})
 	rec, _ := json.Marshal(tk)
-	if err := r.locker.NoteTakeover(ctx, leaseBase(s), r.plan.TakeoverWindow, string(rec)); err != nil {
+	if err := r.records.NoteTakeover(ctx, leaseBase(s), r.plan.TakeoverWindow, string(rec)); err != nil {
 		log.Warn("could not record the takeover's RTO", "err", err)
 	}
 }

@@ -11,13 +11,14 @@ import (
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/records"
 	"github.com/migrate-dev/migrate/runner"
 )
 
 // openRunner is the wiring of every command that works a plan: it
 // connects to the plan's target and Redis, and to its source unless
 // targetOnly (status, resume); builds the lease, fence and cursor over
-// them; and waits out a service that is briefly unavailable at start
+// them, and the takeover and progress records in Redis; and waits out a service that is briefly unavailable at start
 // (runner.Ping).
 func openRunner(ctx context.Context, plan *plans.Plan, opts runner.Options, targetOnly bool) (*runner.Runner, error) {
 	if opts.Log == nil {
@@ -52,6 +53,7 @@ func openRunner(ctx context.Context, plan *plans.Plan, opts runner.Options, targ
 	if err != nil {
 		return fail(err)
 	}
+	svc.Records = records.New(svc.Redis)
 	svc.Fence, svc.Cursor = fence.New(svc.TargetSQL), cursor.New(svc.TargetSQL)
 	r := runner.New(plan, opts, svc)
 	if err := r.Ping(ctx); err != nil {

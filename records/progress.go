@@ -1,4 +1,4 @@
-package lock
+package records
 
 import (
 	"context"
@@ -31,7 +31,7 @@ type Progress struct {
 
 // PublishProgress replaces the progress record of the lease named base,
 // kept for keep.
-func (l *Locker) PublishProgress(ctx context.Context, base string, p Progress, keep time.Duration) error {
+func (l *Store) PublishProgress(ctx context.Context, base string, p Progress, keep time.Duration) error {
 	if err := checkBase(base); err != nil {
 		return err
 	}
@@ -39,20 +39,20 @@ func (l *Locker) PublishProgress(ctx context.Context, base string, p Progress, k
 		"owner", p.Owner, "rows_per_sec", strconv.FormatFloat(p.RowsPerSec, 'f', 1, 64),
 		"eta_ms", p.EtaMs, "table_rows", p.TableRows).Err()
 	if err != nil {
-		return fmt.Errorf("lock: publish progress of %s: %w", base, err)
+		return fmt.Errorf("records: publish progress of %s: %w", base, err)
 	}
 	return nil
 }
 
 // ReadProgress reads what PublishProgress kept; ok is false when nothing is
 // (no holder published within its keep time).
-func (l *Locker) ReadProgress(ctx context.Context, base string) (p Progress, ok bool, err error) {
+func (l *Store) ReadProgress(ctx context.Context, base string) (p Progress, ok bool, err error) {
 	if err := checkBase(base); err != nil {
 		return p, false, err
 	}
 	res, err := progressReadScript.Run(ctx, l.rdb, []string{progressKey(base)}).StringSlice()
 	if err != nil {
-		return p, false, fmt.Errorf("lock: read progress of %s: %w", base, err)
+		return p, false, fmt.Errorf("records: read progress of %s: %w", base, err)
 	}
 	for i := 0; i+1 < len(res); i += 2 {
 		switch v := res[i+1]; res[i] {

@@ -1,4 +1,4 @@
-package lock
+package records
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 // last one's record is kept for status. The counting is checked with a
 // window no pause of the test can outlast, the sliding out with a short one
 // the test waits out.
-func TestLocker_Takeovers(t *testing.T) {
+func TestStore_Takeovers(t *testing.T) {
 	rdb := sharedClient(t)
-	l := newLocker(t, rdb, Options{TTL: time.Second})
+	l := New(rdb)
 	base := newBase(t, rdb)
 	ctx := t.Context()
 	if n, rec, err := l.Takeovers(ctx, base, time.Minute); err != nil || n != 0 || rec != "" {
@@ -47,9 +47,9 @@ func TestLocker_Takeovers(t *testing.T) {
 
 // A holder's progress record is replaced whole and expires: read back while
 // kept for a minute, gone once a short keep has certainly passed.
-func TestLocker_Progress(t *testing.T) {
+func TestStore_Progress(t *testing.T) {
 	rdb := sharedClient(t)
-	l := newLocker(t, rdb, Options{TTL: time.Second})
+	l := New(rdb)
 	base := newBase(t, rdb)
 	t.Cleanup(func() { rdb.Del(context.WithoutCancel(t.Context()), progressKey(base)) })
 	ctx := t.Context()
