@@ -127,10 +127,10 @@ func (t *target) bounds(ctx context.Context, tb plans.Table, shard int) (dialect
 
 // leaseKeys lists the Redis keys of a plan: its shards' leases, fencing
 // counters and last-holder records. They are named
-// "migrate:{plan:table:shard}:lease|token|last" (runner's leaseBase and
-// lock's suffixes); plan names cannot hold ':' or glob characters.
+// "migrate:{plan:table:shard}:lease|token|last" (lock.ShardBase and
+// its suffixes).
 func leaseKeys(ctx context.Context, rdb *redis.Client, plan string) (leases, others []string, err error) {
-	iter := rdb.Scan(ctx, 0, "migrate:{"+plan+":*", 200).Iterator()
+	iter := rdb.Scan(ctx, 0, lock.PlanPrefix(plan)+"*", 200).Iterator()
 	for iter.Next(ctx) {
 		if k := iter.Val(); strings.HasSuffix(k, ":lease") {
 			leases = append(leases, k)

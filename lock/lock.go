@@ -25,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -185,6 +186,18 @@ func NewOwnerID(instance string) string {
 }
 
 func leaseKey(base string) string { return base + ":lease" }
+
+// ShardBase is the base name of the lease of one shard — index of the
+// target table table of plan — "migrate:{plan:table:index}": the braces
+// are a cluster hash tag, so every key of a shard lands in one slot.
+func ShardBase(plan, table string, index int) string {
+	return "migrate:{" + plan + ":" + table + ":" + strconv.Itoa(index) + "}"
+}
+
+// PlanPrefix is what the keys of every shard of plan begin with (plan
+// names hold neither ':' nor glob characters): a SCAN's pattern is
+// PlanPrefix(plan) + "*".
+func PlanPrefix(plan string) string { return "migrate:{" + plan + ":" }
 
 // LeaseKey is the Redis key of the lease named base.
 func LeaseKey(base string) string { return leaseKey(base) }

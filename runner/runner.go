@@ -250,10 +250,9 @@ func (r *Runner) Close() {
 	}
 }
 
-// leaseBase names the Redis keys of one shard's lease; the braces are a
-// cluster hash tag.
+// leaseBase names the Redis keys of one shard's lease (lock.ShardBase).
 func leaseBase(s fence.Shard) string {
-	return fmt.Sprintf("migrate:{%s:%s:%d}", s.Plan, s.Table, s.Index)
+	return lock.ShardBase(s.Plan, s.Table, s.Index)
 }
 
 // Run copies every shard of the plan, as holder or standby, until each is

@@ -5,10 +5,12 @@ import (
 	"context"
 	"strconv"
 	"strings"
+
+	"github.com/migrate-dev/migrate/lock"
 )
 
-// Redis keys of a plan are "migrate:{PLAN:table:shard}:…" (the lease, the
-// token counter, …).
+// Redis keys of a plan begin with lock.PlanPrefix (the lease, the token
+// counter, …).
 
 // delKeys deletes the Redis keys that match pattern.
 func (b *Bench) delKeys(ctx context.Context, pattern string) error {
@@ -32,12 +34,12 @@ func (b *Bench) delKeys(ctx context.Context, pattern string) error {
 
 // delPlanKeys deletes every Redis key of plan name.
 func (b *Bench) delPlanKeys(ctx context.Context, name string) error {
-	return b.delKeys(ctx, "migrate:{"+name+":*")
+	return b.delKeys(ctx, lock.PlanPrefix(name)+"*")
 }
 
 // copyTokens gives plan to the token counters of plan from.
 func (b *Bench) copyTokens(ctx context.Context, from, to string) error {
-	prefix := "migrate:{" + from + ":"
+	prefix := lock.PlanPrefix(from)
 	it := b.svc.rdb.Scan(ctx, 0, prefix+"*:token", 500).Iterator()
 	for it.Next(ctx) {
 		key := it.Val()
@@ -45,7 +47,7 @@ func (b *Bench) copyTokens(ctx context.Context, from, to string) error {
 		if err != nil {
 			return err
 		}
-		if err := b.svc.rdb.Set(ctx, "migrate:{"+to+":"+strings.TrimPrefix(key, prefix), v, 0).Err(); err != nil {
+		if err := b.svc.rdb.Set(ctx, lock.PlanPrefix(to)+strings.TrimPrefix(key, prefix), v, 0).Err(); err != nil {
 			return err
 		}
 	}
