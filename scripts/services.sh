@@ -110,7 +110,10 @@ start_mysql() {
   local files=$DIR/mysql-files
   mkdir -p "$run" "$files"; chown mysql "$run" "$files"; chmod 750 "$files"
   local mysqld; mysqld=$(command -v mariadbd || echo /usr/sbin/mariadbd)
-  "$mysqld" --no-defaults --user=mysql --datadir="$data" --port="$MY_PORT" --bind-address=127.0.0.1 \
+  # setsid: a session of its own, like the daemons PostgreSQL and Redis
+  # become; in the caller's process group, a kill of that group (a CI step
+  # or a shell job ended) would take the shared server down mid-suite.
+  setsid "$mysqld" --no-defaults --user=mysql --datadir="$data" --port="$MY_PORT" --bind-address=127.0.0.1 \
     --socket="$sock" --pid-file="$pid" --log-error="$run/mysql.log" \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci --max-connections=300 \
     --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=256M --max-allowed-packet=256M \
