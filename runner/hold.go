@@ -17,17 +17,18 @@ import (
 // holding is a claimed shard being worked: its job, claim and log, and the
 // takeover it is, if any.
 type holding struct {
+	r   *Runner
 	j   shardJob
 	c   *claim
 	log *slog.Logger
 	tk  *Takeover // nil when the shard had no live previous holder
 }
 
-// hold does the work of a claimed shard: record the takeover (if it is
+// run does the work of a claimed shard: record the takeover (if it is
 // one), copy from the checkpoint, and finish.
-func (r *Runner) hold(ctx context.Context, j shardJob, c *claim, electStart time.Time) error {
+func (h *holding) run(ctx context.Context, electStart time.Time) error {
+	r, j, c := h.r, h.j, h.c
 	s, lease := j.spec.Shard, c.lease
-	h := &holding{j: j, c: c, log: r.log.With("shard", s.String(), "token", lease.Token())}
 	if stop, err := r.finished(j, c.cp); stop {
 		return err // done or halted between our first look and the claim
 	}
@@ -35,20 +36,20 @@ func (r *Runner) hold(ctx context.Context, j shardJob, c *claim, electStart time
 	m.SetState(s.Table, s.Index, string(cursor.Running))
 	m.SetToken(s.Table, s.Index, lease.Token())
 	m.CursorMoved(s.Table, s.Index, time.Now())
-	if err := r.beginTakeover(h, c.acquired.Sub(electStart), c.took); err != nil {
+	if err := h.beginTakeover(c.acquired.Sub(electStart), c.took); err != nil {
 		return err
 	}
 	r.startRate(s, lease)
 	defer r.stopRate(s)
-	res, err := r.copyShard(ctx, h)
-	return r.finishShard(ctx, h, res, err)
+	res, err := h.copyShard(ctx)
+	return h.finishShard(ctx, res, err)
 }
 
 // copyShard copies the shard from its checkpoint; a takeover checks the
 // neighbourhood of the resume point (the last committed batch before it,
 // and the first new batch) and completes its record.
-func (r *Runner) copyShard(ctx context.Context, h *holding) (batch.Result, error) {
-	j, cp, lctx := h.j, h.c.cp, h.c.lease.Context()
+func (h *holding) copyShard(ctx context.Context) (batch.Result, error) {
+	r, j, cp, lctx := h.r, h.j, h.c.cp, h.c.lease.Context()
 	spec := j.spec
 	spec.Range = dialect.Range{Lo: cp.Lo, Hi: cp.Hi}
 	spec.MaxOutage = r.maxOutage()
@@ -81,8 +82,8 @@ func (r *Runner) copyShard(ctx context.Context, h *holding) (batch.Result, error
 
 // finishShard records the end of the copy: done, taken again (the target
 // lost committed batches), halted, or fenced.
-func (r *Runner) finishShard(ctx context.Context, h *holding, res batch.Result, err error) error {
-	j, lease, s := h.j, h.c.lease, h.j.spec.Shard
+func (h *holding) finishShard(ctx context.Context, res batch.Result, err error) error {
+	r, j, lease, s := h.r, h.j, h.c.lease, h.j.spec.Shard
 	m := r.opts.Metrics
 	result := ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(cursor.Running), Token: lease.Token(), Rows: res.Rows, Batches: res.Batches}
 	if err == nil {

@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
-	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/internal/retry"
 	"github.com/migrate-dev/migrate/lock"
 )
@@ -69,24 +69,36 @@ func decide(ctx context.Context, err error) (next, retry.Kind) {
 	return nextStop, retry.Final
 }
 
+// shardRun is one shard's state machine in this instance.
+type shardRun struct {
+	r      *Runner
+	j      shardJob
+	log    *slog.Logger
+	budget retry.Budget // failures before writing, and outages
+	lost   error        // the lease lost to Redis that the loop is taking again
+}
+
 // runShard drives one shard until it is done, by this instance or another:
 // acquire the lease or wait as a standby, take over, copy, finish.
 func (r *Runner) runShard(ctx context.Context, j shardJob) error {
-	s := j.spec.Shard
-	log := r.log.With("shard", s.String())
-	budget := retry.Budget{MaxFailures: r.plan.MaxRetries, MaxOutage: r.maxOutage()}
-	var lost error // the lease lost to Redis that this loop is taking again
+	sr := &shardRun{r: r, j: j, log: r.log.With("shard", j.spec.Shard.String()),
+		budget: retry.Budget{MaxFailures: r.plan.MaxRetries, MaxOutage: r.maxOutage()}}
+	return sr.run(ctx)
+}
+
+func (sr *shardRun) run(ctx context.Context) error {
+	r, s := sr.r, sr.j.spec.Shard
 	electStart := time.Now()
 	for {
-		err := r.attempt(ctx, j, electStart)
+		err := sr.attempt(ctx, electStart)
 		var ll errLeaseLost
 		if errors.As(err, &ll) {
 			// A lease lost to Redis, with no successor in the target, is
 			// taken again (with a token above the watermark); one lost to a
 			// successor ends here (exit 4).
 			if sup, werr := r.superseded(ctx, s, ll.token); werr == nil && !sup {
-				log.Warn("lease lost with no successor in the target (Redis restarted or unreachable); taking the shard again", "err", err)
-				lost, err = err, errRetry{err}
+				sr.log.Warn("lease lost with no successor in the target (Redis restarted or unreachable); taking the shard again", "err", err)
+				sr.lost, err = err, errRetry{err}
 			}
 		}
 		state, kind := decide(ctx, err)
@@ -99,28 +111,11 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 			}
 			return err
 		case nextStandby:
-			var held *lock.HeldError
-			errors.As(err, &held)
-			r.opts.Metrics.SetState(s.Table, s.Index, "standby")
-			log.Info("standby: lease held by another instance", "owner", held.Owner, "token", held.Token, "ttl", held.TTL)
-			// Watching a lease is of use only with a slot to take it in:
-			// while every slot is busy, no polling (Redis load).
-			if err := r.waitSlotFree(ctx); err != nil {
-				return err
-			}
-			if err := r.locker.WaitFree(ctx, leaseBase(s)); err != nil {
+			if err := sr.standby(ctx, err); err != nil {
 				return err
 			}
 		case nextBackoff:
-			attempt, wait, ex := budget.Fail(err, kind)
-			switch {
-			case ex != nil && ex.Outage > 0:
-				return errors.Join(lost, fmt.Errorf("%s: unavailable for %v (max_outage %v): %w", s, ex.Outage.Round(time.Second), r.maxOutage(), err))
-			case ex != nil:
-				return errors.Join(lost, fmt.Errorf("%s: gave up after %d attempts: %w", s, ex.Failures, err))
-			}
-			log.Warn("could not take the shard, retrying", "err", err, "attempt", attempt, "backoff", wait)
-			if err := retry.Sleep(ctx, wait); err != nil {
+			if err := sr.backoff(ctx, err, kind); err != nil {
 				return err
 			}
 		}
@@ -128,10 +123,41 @@ func (r *Runner) runShard(ctx context.Context, j shardJob) error {
 	}
 }
 
+// standby waits while another instance holds the lease: for a free slot
+// first (watching a lease is of use only with a slot to take it in, and
+// while every slot is busy, no polling loads Redis), then for the lease.
+func (sr *shardRun) standby(ctx context.Context, err error) error {
+	r, s := sr.r, sr.j.spec.Shard
+	var held *lock.HeldError
+	errors.As(err, &held)
+	r.opts.Metrics.SetState(s.Table, s.Index, "standby")
+	sr.log.Info("standby: lease held by another instance", "owner", held.Owner, "token", held.Token, "ttl", held.TTL)
+	if err := r.waitSlotFree(ctx); err != nil {
+		return err
+	}
+	return r.locker.WaitFree(ctx, leaseBase(s))
+}
+
+// backoff counts a failure before writing against the budget and waits
+// before the next attempt; a spent budget ends the shard.
+func (sr *shardRun) backoff(ctx context.Context, err error, kind retry.Kind) error {
+	s := sr.j.spec.Shard
+	attempt, wait, ex := sr.budget.Fail(err, kind)
+	switch {
+	case ex != nil && ex.Outage > 0:
+		return errors.Join(sr.lost, fmt.Errorf("%s: unavailable for %v (max_outage %v): %w", s, ex.Outage.Round(time.Second), sr.r.maxOutage(), err))
+	case ex != nil:
+		return errors.Join(sr.lost, fmt.Errorf("%s: gave up after %d attempts: %w", s, ex.Failures, err))
+	}
+	sr.log.Warn("could not take the shard, retrying", "err", err, "attempt", attempt, "backoff", wait)
+	return retry.Sleep(ctx, wait)
+}
+
 // attempt is one pass: read the checkpoint (a shard done or halted needs
 // nothing more), then, in one of the instance's slots, claim the shard and
 // work it.
-func (r *Runner) attempt(ctx context.Context, j shardJob, electStart time.Time) error {
+func (sr *shardRun) attempt(ctx context.Context, electStart time.Time) error {
+	r, j := sr.r, sr.j
 	cp, err := r.cursor.Read(ctx, r.dst, j.spec.Shard)
 	if err != nil {
 		return err
@@ -140,15 +166,15 @@ func (r *Runner) attempt(ctx context.Context, j shardJob, electStart time.Time) 
 		return err
 	}
 	return r.withSlot(ctx, func() error {
-		log := r.log.With("shard", j.spec.Shard.String())
-		c, err := r.claimShard(ctx, j.spec.Shard, log)
+		c, err := r.claimShard(ctx, j.spec.Shard, sr.log)
 		if c != nil {
 			defer r.release(ctx, c.lease)
 		}
 		if err != nil {
-			return r.claimFailed(ctx, j.spec.Shard, c, err)
+			return sr.claimFailed(ctx, c, err)
 		}
-		return r.hold(ctx, j, c, electStart)
+		h := &holding{r: r, j: j, c: c, log: r.log.With("shard", j.spec.Shard.String(), "token", c.lease.Token())}
+		return h.run(ctx, electStart)
 	})
 }
 
@@ -156,7 +182,8 @@ func (r *Runner) attempt(ctx context.Context, j shardJob, electStart time.Time) 
 // instance (a standby's wait), a token still not above the watermark or a
 // lease lost while claiming (fenced), or a failure before any row was
 // written (tried again).
-func (r *Runner) claimFailed(ctx context.Context, s fence.Shard, c *claim, err error) error {
+func (sr *shardRun) claimFailed(ctx context.Context, c *claim, err error) error {
+	r, s := sr.r, sr.j.spec.Shard
 	var held *lock.HeldError
 	var rc errReclaim
 	switch {

@@ -19,8 +19,8 @@ import (
 // (SPEC §6), or logs that the shard is held afresh. A shard taken over
 // more than max_takeovers times within takeover_window halts: something
 // stops every holder.
-func (r *Runner) beginTakeover(h *holding, elect, recovered time.Duration) error {
-	j, lease, cp, s := h.j, h.c.lease, h.c.cp, h.j.spec.Shard
+func (h *holding) beginTakeover(elect, recovered time.Duration) error {
+	r, j, lease, cp, s := h.r, h.j, h.c.lease, h.c.cp, h.j.spec.Shard
 	prev, wait := previousHolder(lease, cp, h.c.last)
 	if prev.Owner == "" || prev.Released {
 		h.log.Info("holding the shard", "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
