@@ -1,9 +1,10 @@
 package main_test
 
-// The engine-neutral machinery of the conformance suite: what it needs to
-// know of each engine (quoting, bind parameters, column type names), plan
-// files, seeding with bind parameters from Go values, and a canonical dump
-// of a table that compares PostgreSQL and MySQL rows value by value.
+// The engine-neutral machinery of the conformance suite (its engines and
+// plans are the end-to-end harness's, e2e_env_test.go): seed tables of Go
+// values created with each engine's own column types and inserted with
+// bind parameters, and a canonical dump of a table that compares
+// PostgreSQL and MySQL rows value by value.
 
 import (
 	"cmp"
@@ -13,77 +14,14 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"math"
-	"net/url"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
-
-	"github.com/migrate-dev/migrate/internal/testsvc"
 )
-
-// engine is what the suite needs to know of one database engine.
-type engine struct {
-	name  string
-	newDB func(t *testing.T) (string, *sql.DB)
-	quote func(name string) string
-	ph    func(i int) string // the i-th bind parameter, from 1
-	types map[string]string  // logical column type -> this engine's DDL
-}
-
-var pgEngine = &engine{
-	name: "postgres",
-	newDB: func(t *testing.T) (string, *sql.DB) {
-		u := testsvc.NewPostgresDB(t)
-		db := testsvc.OpenPostgres(t, u)
-		p, err := url.Parse(u)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Unfriendly server defaults a DBA may set: migrate must not depend
-		// on the session time zone or on text formats.
-		for _, set := range []string{"timezone = 'Asia/Kathmandu'", "DateStyle = 'SQL, DMY'", "extra_float_digits = 0", "bytea_output = 'escape'"} {
-			exec1(t, db, "ALTER DATABASE "+ident(strings.TrimPrefix(p.Path, "/"))+" SET "+set)
-		}
-		return u, db
-	},
-	quote: func(name string) string { return ident(name) },
-	ph:    func(i int) string { return "$" + strconv.Itoa(i) },
-	types: map[string]string{
-		"integer": "integer", "bigint": "bigint", "varchar": "varchar(64)", "text": "text", "decimal": "numeric(12,3)",
-		"double": "double precision", "float": "real", "boolean": "boolean", "date": "date", "timestamp": "timestamp", "timestamptz": "timestamptz",
-		"uuid": "uuid", "json": "jsonb", "bytes": "bytea", "numeric": "numeric",
-		"keytext": "text", "keyvarchar": "varchar(32)", // string keys: binary order, case- and space-sensitive
-	},
-}
-
-var mysqlEngine = &engine{
-	name: "mysql",
-	newDB: func(t *testing.T) (string, *sql.DB) {
-		u := testsvc.NewMySQLDB(t)
-		return u, testsvc.OpenMySQL(t, u)
-	},
-	quote: func(name string) string { return "`" + strings.ReplaceAll(name, "`", "``") + "`" },
-	ph:    func(int) string { return "?" },
-	types: map[string]string{
-		"integer": "int", "bigint": "bigint", "varchar": "varchar(64)", "text": "longtext", "decimal": "decimal(12,3)",
-		"double": "double", "float": "float", "boolean": "tinyint(1)", "date": "date", "timestamp": "datetime(6)",
-		"timestamptz": "timestamp(6) NULL DEFAULT NULL", "uuid": "char(36)", "json": "json", "bytes": "longblob",
-		// NO PAD, so "a" and "a " are distinct keys as in PostgreSQL
-		// (MariaDB's utf8mb4_bin is PAD SPACE; MySQL 8 has utf8mb4_0900_bin).
-		"keytext":    "varchar(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin",
-		"keyvarchar": "varchar(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin",
-		"zerodate":   "date", "zerodatetime": "datetime", // sql_mode permitting
-	},
-}
-
-var engines = map[string]*engine{"postgres": pgEngine, "mysql": mysqlEngine}
 
 // kind says how a column's values are normalised in the canonical dump.
 type kind int
@@ -190,66 +128,6 @@ func insertRows(t *testing.T, eng *engine, db execer, name string, cols []string
 	}
 }
 
-// confEnv is one case of one direction: fresh source and target databases,
-// Redis, a unique plan name.
-type confEnv struct {
-	name           string
-	src, dst       *engine
-	srcURL, dstURL string
-	redisURL       string
-	srcDB, dstDB   *sql.DB
-	leaseTTL       string
-	batchSize      int
-	maxRetries     int // 0: the default
-	dir            string
-}
-
-func newConfEnv(t *testing.T, src, dst *engine) *confEnv {
-	t.Helper()
-	e := &confEnv{name: testsvc.Prefix(t), src: src, dst: dst, redisURL: testsvc.RedisURL(t),
-		leaseTTL: "30s", batchSize: 1000, dir: t.TempDir()}
-	e.srcURL, e.srcDB = src.newDB(t)
-	e.dstURL, e.dstDB = dst.newDB(t)
-	return e
-}
-
-// planTable is one table entry of a plan.
-type planTable struct {
-	name   string
-	key    []string
-	types  map[string]string // target column type overrides
-	shards int               // 0: the default
-}
-
-// plan writes a plan file for e and returns its path.
-func (e *confEnv) plan(t *testing.T, tables ...planTable) string {
-	t.Helper()
-	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\nsource: %q\ntarget: %q\nredis: %q\nlease_ttl: %s\nbatch_size: %d\n",
-		e.name, e.srcURL, e.dstURL, e.redisURL, e.leaseTTL, e.batchSize)
-	if e.maxRetries > 0 {
-		fmt.Fprintf(&b, "max_retries: %d\n", e.maxRetries)
-	}
-	b.WriteString("tables:\n")
-	for _, tb := range tables {
-		fmt.Fprintf(&b, "  - name: %s\n    key: [%s]\n", tb.name, strings.Join(tb.key, ", "))
-		if tb.shards > 0 {
-			fmt.Fprintf(&b, "    shards: %d\n", tb.shards)
-		}
-		if len(tb.types) > 0 {
-			b.WriteString("    types:\n")
-			for _, c := range slices.Sorted(maps.Keys(tb.types)) {
-				fmt.Fprintf(&b, "      %s: %q\n", c, tb.types[c])
-			}
-		}
-	}
-	path := filepath.Join(e.dir, fmt.Sprintf("plan%d.yaml", time.Now().UnixNano()))
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // dumpRow is one row of a canonical dump.
 type dumpRow struct {
 	key  string
@@ -269,7 +147,7 @@ func dump(t *testing.T, eng *engine, db *sql.DB, name string, cols []col, key []
 			keyIdx = append(keyIdx, i)
 		}
 	}
-	q := fmt.Sprintf("SELECT %s FROM %s WHERE 1 = %s", strings.Join(qc, ", "), eng.quote(name), eng.ph(1))
+	q := fmt.Sprintf("SELECT %s FROM %s WHERE 1 = %s", strings.Join(qc, ", "), eng.table(name), eng.ph(1))
 	rows, err := db.QueryContext(t.Context(), q, 1)
 	if err != nil {
 		t.Fatalf("dump %s: %v", name, err)
@@ -400,31 +278,42 @@ func canonical(t *testing.T, k kind, h any) string {
 }
 
 // assertSameDump compares the canonical dumps of the source and target
-// tables and reports the first differing row.
-func assertSameDump(t *testing.T, e *confEnv, tb *table, want int) {
+// tables tb and reports the first differing row.
+func assertSameDump(t *testing.T, e *env, tb *table, want int) {
 	t.Helper()
-	src := dump(t, e.src, e.srcDB, tb.name, tb.cols, tb.key)
-	dst := dump(t, e.dst, e.dstDB, tb.name, tb.cols, tb.key)
+	compareDumps(t, e, tb.name, tb.name, tb.cols, tb.key, want)
+}
+
+// compareDumps compares the canonical dumps of cols of the source table
+// srcName and the target table dstName, and reports the first differing row.
+func compareDumps(t *testing.T, e *env, srcName, dstName string, cols []col, key []string, want int) {
+	t.Helper()
+	src := dump(t, e.src, e.srcDB, srcName, cols, key)
+	dst := dump(t, e.dst, e.dstDB, dstName, cols, key)
+	name := srcName
+	if dstName != srcName {
+		name = srcName + " -> " + dstName
+	}
 	if len(src) != want {
-		t.Fatalf("%s: source holds %d rows, want %d", tb.name, len(src), want)
+		t.Fatalf("%s: source holds %d rows, want %d", name, len(src), want)
 	}
 	for i := range max(len(src), len(dst)) {
 		switch {
 		case i >= len(dst):
-			t.Fatalf("%s (%s→%s): target has %d rows, source %d; first missing: key %s", tb.name, e.src.name, e.dst.name, len(dst), len(src), src[i].key)
+			t.Fatalf("%s (%s→%s): target has %d rows, source %d; first missing: key %s", name, e.src.name, e.dst.name, len(dst), len(src), src[i].key)
 		case i >= len(src):
-			t.Fatalf("%s (%s→%s): target has %d rows, source %d; first extra: key %s", tb.name, e.src.name, e.dst.name, len(dst), len(src), dst[i].key)
+			t.Fatalf("%s (%s→%s): target has %d rows, source %d; first extra: key %s", name, e.src.name, e.dst.name, len(dst), len(src), dst[i].key)
 		case src[i].key != dst[i].key:
-			t.Fatalf("%s (%s→%s): row %d: source key %s, target key %s", tb.name, e.src.name, e.dst.name, i, src[i].key, dst[i].key)
+			t.Fatalf("%s (%s→%s): row %d: source key %s, target key %s", name, e.src.name, e.dst.name, i, src[i].key, dst[i].key)
 		}
-		for j, c := range tb.cols {
+		for j, c := range cols {
 			if src[i].vals[j] != dst[i].vals[j] {
 				where := firstDiff(src[i].vals[j], dst[i].vals[j])
 				for k := range src[i].vals {
 					src[i].vals[k], dst[i].vals[k] = short(src[i].vals[k]), short(dst[i].vals[k])
 				}
 				t.Fatalf("%s (%s→%s): first differing row, key %s: column %s: source %s, target %s%s\n source row %v\n target row %v",
-					tb.name, e.src.name, e.dst.name, src[i].key, c.name, src[i].vals[j], dst[i].vals[j],
+					name, e.src.name, e.dst.name, src[i].key, c.name, src[i].vals[j], dst[i].vals[j],
 					where, src[i].vals, dst[i].vals)
 			}
 		}
@@ -453,27 +342,6 @@ func firstDiff(a, b string) string {
 		i++
 	}
 	return fmt.Sprintf(" (they differ from byte %d: source …%s, target …%s)", i, short(a[i:]), short(b[i:]))
-}
-
-// checkpointOf reads one shard's checkpoint from the target; ok is false
-// while it does not exist yet.
-func (e *confEnv) checkpointOf(t *testing.T, db *sql.DB, tbl string, shard int) (cp checkpoint, ok bool) {
-	t.Helper()
-	q := fmt.Sprintf("SELECT rows_done, token, state FROM _migrate_checkpoint WHERE plan = %s AND tbl = %s AND shard = %s",
-		e.dst.ph(1), e.dst.ph(2), e.dst.ph(3))
-	err := db.QueryRowContext(t.Context(), q, e.name, tbl, shard).Scan(&cp.rowsDone, &cp.token, &cp.state)
-	return cp, err == nil
-}
-
-// fenceOf reads one shard's watermark from the target.
-func (e *confEnv) fenceOf(t *testing.T, tbl string, shard int) (tok int64, owner string) {
-	t.Helper()
-	q := fmt.Sprintf("SELECT token, owner FROM _migrate_fence WHERE plan = %s AND tbl = %s AND shard = %s",
-		e.dst.ph(1), e.dst.ph(2), e.dst.ph(3))
-	if err := e.dstDB.QueryRowContext(t.Context(), q, e.name, tbl, shard).Scan(&tok, &owner); err != nil {
-		t.Fatalf("fence of %s#%d: %v", tbl, shard, err)
-	}
-	return tok, owner
 }
 
 // mapped is one source column of the type-mapping case: its DDL, how its

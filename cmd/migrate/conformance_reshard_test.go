@@ -10,7 +10,7 @@ import (
 // killed mid-run and a standby finishes it with token 2, so its rows carry
 // token 1 or 2; plan B, a new name with two shards, used to start at token 1
 // and halt at once (exit 5, "another writer owns them").
-func confReshard(t *testing.T, e *confEnv) {
+func confReshard(t *testing.T, e *env) {
 	const n = 30000
 	e.leaseTTL, e.batchSize = "2s", 1000
 	tb := bigTable(n)
@@ -24,7 +24,7 @@ func confReshard(t *testing.T, e *confEnv) {
 	g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
 	g.openAll(t)
 	wantCode(t, runMigrate(t, "run", "-p", plan, "--instance", "standby"), 0)
-	tokA, _ := e.fenceOf(t, tb.name, 0)
+	tokA, _ := e.fence(t, tb.name, 0)
 	if tokA < 2 {
 		t.Fatalf("plan A's watermark is %d after a takeover, want 2 or more", tokA)
 	}
@@ -45,7 +45,7 @@ func confReshard(t *testing.T, e *confEnv) {
 		t.Errorf("plan B's verification: %+v, want equal", rep.Verify)
 	}
 	for shard := range 2 {
-		if tok, _ := e.fenceOf(t, tb.name, shard); tok <= tokA {
+		if tok, _ := e.fence(t, tb.name, shard); tok <= tokA {
 			t.Errorf("plan B's shard %d holds token %d, want above plan A's %d", shard, tok, tokA)
 		}
 	}

@@ -17,38 +17,35 @@ import (
 	"time"
 )
 
-// directions are the four engine pairs every cross-engine test runs.
-var directions = []struct{ src, dst string }{{"postgres", "postgres"}, {"postgres", "mysql"}, {"mysql", "postgres"}, {"mysql", "mysql"}}
-
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name   string
-		run    func(t *testing.T, e *confEnv)
-		source string // only from this source engine: the others cannot hold such values
+		run    func(t *testing.T, e *env)
+		source *engine // only from this source engine: the others cannot hold such values
 	}{
-		{"full_copy", confFullCopy, ""},
-		{"type_mapping", confTypeMapping, ""},
-		{"sigkill_resume", confKillResume, ""},
-		{"stale_token_rejected", confStaleToken, ""},
-		{"lower_token_never_overwrites", confLowerToken, ""},
-		{"string_and_composite_keys", confKeys, ""},
-		{"reshard_after_takeover", confReshard, ""},
-		{"float_nan_inf", confNaN, "postgres"},                 // MySQL cannot store NaN or infinities
-		{"zero_dates", confZeroDates, "mysql"},                 // PostgreSQL has no zero dates
-		{"numeric_without_precision", confNumeric, "postgres"}, // MySQL has no unbounded numeric
-		{"float_exact", confFloat, ""},
-		{"enum_set_case", confEnumCase, "mysql"}, // MySQL ENUM and SET
+		{"full_copy", confFullCopy, nil},
+		{"type_mapping", confTypeMapping, nil},
+		{"sigkill_resume", confKillResume, nil},
+		{"stale_token_rejected", confStaleToken, nil},
+		{"lower_token_never_overwrites", confLowerToken, nil},
+		{"string_and_composite_keys", confKeys, nil},
+		{"reshard_after_takeover", confReshard, nil},
+		{"float_nan_inf", confNaN, pgEngine},                 // MySQL cannot store NaN or infinities
+		{"zero_dates", confZeroDates, mysqlEngine},           // PostgreSQL has no zero dates
+		{"numeric_without_precision", confNumeric, pgEngine}, // MySQL has no unbounded numeric
+		{"float_exact", confFloat, nil},
+		{"enum_set_case", confEnumCase, mysqlEngine}, // MySQL ENUM and SET
 	}
 	for _, dir := range directions {
-		t.Run(dir.src+"_to_"+dir.dst, func(t *testing.T) {
+		t.Run(dir.String(), func(t *testing.T) {
 			for _, c := range cases {
-				if c.source != "" && c.source != dir.src {
+				if c.source != nil && c.source != dir.src {
 					continue
 				}
 				t.Run(c.name, func(t *testing.T) {
 					t.Parallel()
-					c.run(t, newConfEnv(t, engines[dir.src], engines[dir.dst]))
+					c.run(t, newEnv(t, dir.src, dir.dst))
 				})
 			}
 		})
@@ -128,7 +125,7 @@ func dropWidth(typ string) string {
 }
 
 // targetTypes lists "column type" of a target table in column order.
-func (e *confEnv) targetTypes(t *testing.T, name string) []string {
+func (e *env) targetTypes(t *testing.T, name string) []string {
 	t.Helper()
 	q := `SELECT a.attname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
 WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`
@@ -155,7 +152,7 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? ORDER BY ORDINAL_POSITION`
 	return out
 }
 
-func (e *confEnv) assertTypes(t *testing.T, name, want string) {
+func (e *env) assertTypes(t *testing.T, name, want string) {
 	t.Helper()
 	got := e.targetTypes(t, name)
 	wants := strings.Split(want, ", ")
@@ -172,7 +169,7 @@ func (e *confEnv) assertTypes(t *testing.T, name, want string) {
 	}
 }
 
-func confFullCopy(t *testing.T, e *confEnv) {
+func confFullCopy(t *testing.T, e *env) {
 	tb := ordersTable()
 	tb.create(t, e.src, e.srcDB)
 	r := runMigrate(t, "run", "-p", e.plan(t, planTable{name: tb.name, key: tb.key}), "--json")
@@ -188,7 +185,7 @@ func confFullCopy(t *testing.T, e *confEnv) {
 
 // confTypeMapping copies a column of every type the issue maps, one row of
 // values and one of NULLs, and checks the target's column types.
-func confTypeMapping(t *testing.T, e *confEnv) {
+func confTypeMapping(t *testing.T, e *env) {
 	list := pgMapped
 	if e.src == mysqlEngine {
 		list = myMapped
@@ -228,7 +225,7 @@ func bigTable(n int) *table {
 	return tb
 }
 
-func confKillResume(t *testing.T, e *confEnv) {
+func confKillResume(t *testing.T, e *env) {
 	const n = 60000
 	e.leaseTTL, e.batchSize = "2s", 1000
 	tb := bigTable(n)
@@ -245,8 +242,8 @@ func confKillResume(t *testing.T, e *confEnv) {
 	}
 	g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
 	g.openAll(t)
-	before, _ := e.checkpointOf(t, e.dstDB, tb.name, 0)
-	tokBefore, ownerBefore := e.fenceOf(t, tb.name, 0)
+	before, _ := e.checkpointOf(t, tb.name, 0)
+	tokBefore, ownerBefore := e.fence(t, tb.name, 0)
 	t.Logf("killed at the gate (checkpoint %+v, token %d)", before, tokBefore)
 	if before.rowsDone != n/2 || before.state != "running" {
 		t.Fatalf("checkpoint %+v at the kill, want running with the %d rows before the gate", before, n/2)
@@ -269,7 +266,7 @@ func confKillResume(t *testing.T, e *confEnv) {
 	assertSameDump(t, e, tb, n)
 }
 
-func confStaleToken(t *testing.T, e *confEnv) {
+func confStaleToken(t *testing.T, e *env) {
 	const n = 60000
 	e.batchSize = 500
 	tb := bigTable(n)
@@ -280,7 +277,7 @@ func confStaleToken(t *testing.T, e *confEnv) {
 	g := e.gateTable(t, tb, fmt.Sprintf("NEW.id > %d", n/2))
 	p := startMigrate(t, "run", "-p", e.plan(t, planTable{name: tb.name, key: tb.key}), "--json", "--instance", "holder")
 	g.waitHeld(t, p, 1)
-	tok, _ := e.fenceOf(t, tb.name, 0)
+	tok, _ := e.fence(t, tb.name, 0)
 
 	// The raise waits for the holder's batch in flight (it holds the
 	// watermark row); the locking read then sees every batch committed
@@ -297,7 +294,7 @@ func confStaleToken(t *testing.T, e *confEnv) {
 	if rep.StaleRejections < 1 {
 		t.Errorf("stale_rejections %d, want at least 1", rep.StaleRejections)
 	}
-	cp, _ := e.checkpointOf(t, e.dstDB, tb.name, 0)
+	cp, _ := e.checkpointOf(t, tb.name, 0)
 	if cp.rowsDone != doneAtRaise || cp.state == "done" || cp.token != tok {
 		t.Errorf("checkpoint %+v after the refusal, want %d rows by token %d, not done", cp, doneAtRaise, tok)
 	}
@@ -307,14 +304,14 @@ func confStaleToken(t *testing.T, e *confEnv) {
 	if got := queryInt(t, e.dstDB, `SELECT count(*) FROM big WHERE _fence <> `+e.dst.ph(1), tok); got != 0 {
 		t.Errorf("%d target rows carry a token other than the holder's %d", got, tok)
 	}
-	if w, owner := e.fenceOf(t, tb.name, 0); w != tok+1000 || owner != "intruder" {
+	if w, owner := e.fence(t, tb.name, 0); w != tok+1000 || owner != "intruder" {
 		t.Errorf("watermark %d of %q, want %d of intruder", w, owner, tok+1000)
 	}
 }
 
 // confLowerToken: a row another writer wrote with a newer token during the
 // run is never overwritten; the batch rolls back and the shard halts.
-func confLowerToken(t *testing.T, e *confEnv) {
+func confLowerToken(t *testing.T, e *env) {
 	const n = 3000
 	e.maxRetries = 1
 	src := &table{name: "acct", key: []string{"id"}, cols: []col{
@@ -358,7 +355,7 @@ func confLowerToken(t *testing.T, e *confEnv) {
 	if err := e.dstDB.QueryRowContext(t.Context(), q).Scan(&name, &v, &tok); err != nil || name != newer[1] || v != -1 || tok != 1000000 {
 		t.Errorf("row 1500 after the run: %q %d token %d (%v), want unchanged %v\n%s", name, v, tok, err, newer, r)
 	}
-	if cp, _ := e.checkpointOf(t, e.dstDB, "acct", 0); cp.state != "halted" {
+	if cp, _ := e.checkpointOf(t, "acct", 0); cp.state != "halted" {
 		t.Errorf("checkpoint %+v, want halted", cp)
 	}
 }
@@ -367,7 +364,7 @@ func confLowerToken(t *testing.T, e *confEnv) {
 // spaces, accents, 4-byte UTF-8, the empty string.
 var keyValues = []string{"a", "A", "b", "B", "a ", "a  ", "ä", "Ä", "z😀", "Z", "", " a"}
 
-func confKeys(t *testing.T, e *confEnv) {
+func confKeys(t *testing.T, e *env) {
 	e.batchSize = 7 // pages end inside runs of equal first key parts
 	skeys := &table{name: "skeys", key: []string{"k"}, cols: []col{{"k", "keytext", kText}, {"v", "integer", kNum}}}
 	for i, k := range keyValues {
@@ -419,7 +416,7 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?`, tc[0], 
 // edgeRun runs a plan of one table whose values the target cannot hold: it
 // must halt (exit 5) naming the table and column, never write a changed
 // value.
-func edgeRun(t *testing.T, e *confEnv, tb *table, column string) {
+func edgeRun(t *testing.T, e *env, tb *table, column string) {
 	t.Helper()
 	e.maxRetries = 1
 	r := runMigrate(t, "run", "-p", e.plan(t, planTable{name: tb.name, key: tb.key}))
@@ -449,7 +446,7 @@ func edgeRun(t *testing.T, e *confEnv, tb *table, column string) {
 	}
 }
 
-func confNaN(t *testing.T, e *confEnv) {
+func confNaN(t *testing.T, e *env) {
 	dbl := "double"
 	id := "bigint"
 	nan := &table{name: "edge_nan", key: []string{"id"}, cols: []col{{"id", id, kNum}, {"ratio", dbl, kFloat}},
@@ -468,7 +465,7 @@ func confNaN(t *testing.T, e *confEnv) {
 	edgeRun(t, e, inf, "peak")
 }
 
-func confZeroDates(t *testing.T, e *confEnv) {
+func confZeroDates(t *testing.T, e *env) {
 	id := "bigint"
 	zd := &table{name: "edge_zd", key: []string{"id"}, cols: []col{{"id", id, kNum}, {"born", "zerodate", kDate}},
 		rows: [][]any{{int64(1), "2020-01-02"}, {int64(2), "0000-00-00"}}}
@@ -511,7 +508,7 @@ func confZeroDates(t *testing.T, e *confEnv) {
 	}
 }
 
-func confNumeric(t *testing.T, e *confEnv) {
+func confNumeric(t *testing.T, e *env) {
 	tb := &table{name: "edge_num", key: []string{"id"}, cols: []col{
 		{"id", "bigint", kNum},
 		{"price", "numeric", kNum}},
@@ -539,7 +536,7 @@ func confNumeric(t *testing.T, e *confEnv) {
 // text protocol — on the first page (no bind parameters) and on later ones,
 // then again through MySQL DSNs with interpolateParams=true (every
 // statement by the text protocol), and repairs rows through those.
-func confFloat(t *testing.T, e *confEnv) {
+func confFloat(t *testing.T, e *env) {
 	// 7.038531e-26 is the shortest text of a float32 that MySQL, which
 	// parses text as a double first, reads as its neighbour 7.0385313e-26
 	// (LOAD DATA is text).
@@ -581,7 +578,7 @@ func confFloat(t *testing.T, e *confEnv) {
 // mixed case (the sakila film table's rating and special_features), some
 // differing only by case (a case-sensitive collation allows that): the
 // target's types keep the members as the source spells them.
-func confEnumCase(t *testing.T, e *confEnv) {
+func confEnumCase(t *testing.T, e *env) {
 	const bin = " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 	tb := &table{name: "film", key: []string{"film_id"}, cols: []col{
 		{"film_id", "bigint", kNum},

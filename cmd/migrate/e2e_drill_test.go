@@ -15,23 +15,18 @@ import (
 
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/drill"
-	"github.com/migrate-dev/migrate/internal/testsvc"
 )
 
 const drillRows = 30000
 
-// drillEnv seeds a fresh source table of drillRows rows and writes a plan
-// with the given TTL; with mysql the target is a MariaDB database.
-func drillEnv(t *testing.T, ttl string, mysql bool, shards int) (*env, string) {
+// drillEnv seeds a fresh PostgreSQL source table of drillRows rows and
+// writes a plan with the given TTL into a target of engine dst.
+func drillEnv(t *testing.T, ttl string, dst *engine, shards int) (*env, string) {
 	t.Helper()
-	e := newEnv(t)
-	if mysql {
-		e.dstURL = testsvc.NewMySQLDB(t)
-		e.dst = testsvc.OpenMySQL(t, e.dstURL)
-	}
+	e := newEnv(t, pgEngine, dst)
 	e.leaseTTL = ttl
-	seedBig(t, e.src, "big", drillRows)
-	return e, e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: shards})
+	seedBig(t, e, "big", drillRows)
+	return e, e.plan(t, planTable{name: "big", key: []string{"id"}, shards: shards})
 }
 
 // runDrill runs `migrate drill -p plan kind --json` (slowed holder) and
@@ -111,9 +106,9 @@ func handedOver(t *testing.T, e *env, d drill.Report, shard int) {
 		resume = keyInt(t, tk.ResumeKey)
 	}
 	lo, hi := shardRange(t, e, shard)
-	ph := placeholders(e)
-	before := queryInt(t, e.dst, `SELECT count(*) FROM big WHERE id > `+ph[0]+` AND id <= `+ph[1]+` AND id <= `+ph[2]+` AND _fence <> `+ph[3], lo, hi, resume, holderTok)
-	after := queryInt(t, e.dst, `SELECT count(*) FROM big WHERE id > `+ph[0]+` AND id <= `+ph[1]+` AND id > `+ph[2]+` AND _fence <> `+ph[3], lo, hi, resume, tk.Token)
+	ph := []string{e.dst.ph(1), e.dst.ph(2), e.dst.ph(3), e.dst.ph(4)}
+	before := queryInt(t, e.dstDB, `SELECT count(*) FROM big WHERE id > `+ph[0]+` AND id <= `+ph[1]+` AND id <= `+ph[2]+` AND _fence <> `+ph[3], lo, hi, resume, holderTok)
+	after := queryInt(t, e.dstDB, `SELECT count(*) FROM big WHERE id > `+ph[0]+` AND id <= `+ph[1]+` AND id > `+ph[2]+` AND _fence <> `+ph[3], lo, hi, resume, tk.Token)
 	if before != 0 || after != 0 {
 		t.Errorf("shard %d: %d rows up to the resume key %d without the holder's token %d, %d after it without the successor's token %d",
 			shard, before, resume, holderTok, after, tk.Token)
@@ -129,7 +124,7 @@ func handedOver(t *testing.T, e *env, d drill.Report, shard int) {
 		// swallowed counts as failed on its side, yet came before the
 		// successor's claim (which waited for it). More would be rows the
 		// successor has overwritten since: stale writes accepted.
-		held := queryInt(t, e.dst, `SELECT count(*) FROM big WHERE id > `+ph[0]+` AND id <= `+ph[1]+` AND _fence = `+ph[2], lo, hi, holderTok)
+		held := queryInt(t, e.dstDB, `SELECT count(*) FROM big WHERE id > `+ph[0]+` AND id <= `+ph[1]+` AND _fence = `+ph[2], lo, hi, holderTok)
 		if mine > held {
 			t.Errorf("shard %d: the holder reports %d rows committed, the target keeps %d with its token: %d were written after the takeover",
 				shard, mine, held, mine-held)
@@ -141,8 +136,8 @@ func handedOver(t *testing.T, e *env, d drill.Report, shard int) {
 func shardRange(t *testing.T, e *env, shard int) (lo, hi int64) {
 	t.Helper()
 	var los, his sql.NullString
-	q := `SELECT lo_key, hi_key FROM _migrate_checkpoint WHERE plan = ` + placeholders(e)[0] + ` AND shard = ` + placeholders(e)[1]
-	if err := e.dst.QueryRowContext(t.Context(), q, e.name, shard).Scan(&los, &his); err != nil {
+	q := `SELECT lo_key, hi_key FROM _migrate_checkpoint WHERE plan = ` + e.dst.ph(1) + ` AND shard = ` + e.dst.ph(2)
+	if err := e.dstDB.QueryRowContext(t.Context(), q, e.name, shard).Scan(&los, &his); err != nil {
 		t.Fatalf("checkpoint of shard %d: %v", shard, err)
 	}
 	lo, hi = -1, 1<<62
@@ -169,14 +164,6 @@ func keyInt(t *testing.T, s string) int64 {
 	return n
 }
 
-// placeholders are the target's first four bind parameters.
-func placeholders(e *env) []string {
-	if strings.HasPrefix(e.dstURL, "mysql:") {
-		return []string{"?", "?", "?", "?"}
-	}
-	return []string{"$1", "$2", "$3", "$4"}
-}
-
 // wantExit checks the holder's and the standbys' exit codes.
 func wantExits(t *testing.T, d drill.Report, holder int) {
 	t.Helper()
@@ -190,12 +177,16 @@ func wantExits(t *testing.T, d drill.Report, holder int) {
 	}
 }
 
+// The drills run from PostgreSQL, the kill into either target engine, the
+// other kinds into PostgreSQL: the same faults without the drill run in
+// every engine pair (TestTakeover_FrozenHolderRefused, TestRun_ConnectionResets,
+// TestRun_FlushallRedis_L4, TestMySQL_ClientFoundRowsL4).
 func TestDrill_Kill(t *testing.T) {
 	t.Parallel()
-	for _, mysql := range []bool{false, true} {
-		t.Run(map[bool]string{false: "postgres", true: "mysql"}[mysql], func(t *testing.T) {
+	for _, dst := range []*engine{pgEngine, mysqlEngine} {
+		t.Run(dst.name, func(t *testing.T) {
 			t.Parallel()
-			e, plan := drillEnv(t, "2s", mysql, 1)
+			e, plan := drillEnv(t, "2s", dst, 1)
 			r, res := runDrill(t, plan, "kill")
 			wantPass(t, r, res)
 			d := res.Drills[0]
@@ -209,15 +200,9 @@ func TestDrill_Kill(t *testing.T) {
 	}
 }
 
-// assertDrillRows compares the tables by SQL (PostgreSQL targets) or by count.
+// assertDrillRows compares the tables by SQL.
 func assertDrillRows(t *testing.T, e *env) {
 	t.Helper()
-	if strings.HasPrefix(e.dstURL, "mysql:") {
-		if n := queryInt(t, e.dst, `SELECT count(*) FROM big WHERE _fence > 0`); n != drillRows {
-			t.Errorf("target holds %d fenced rows, want %d", n, drillRows)
-		}
-		return
-	}
 	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, drillRows)
 }
 
@@ -230,7 +215,7 @@ func TestDrill_Fenced(t *testing.T) {
 	for _, kind := range []string{"pause", "partition", "late-write"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			e, plan := drillEnv(t, "2s", false, 1)
+			e, plan := drillEnv(t, "2s", pgEngine, 1)
 			r, res := runDrill(t, plan, kind)
 			wantPass(t, r, res)
 			d := res.Drills[0]
@@ -253,7 +238,7 @@ func TestDrill_Fenced(t *testing.T) {
 // causes no takeover: the holder finishes, the standby only sees it done.
 func TestDrill_ShortPause(t *testing.T) {
 	t.Parallel()
-	e, plan := drillEnv(t, "3s", false, 1)
+	e, plan := drillEnv(t, "3s", pgEngine, 1)
 	r, res := runDrill(t, plan, "short-pause")
 	wantPass(t, r, res)
 	d := res.Drills[0]
@@ -268,7 +253,7 @@ func TestDrill_ShortPause(t *testing.T) {
 		t.Errorf("holder wrote %d rows, standby %d: want all by the holder", d.Instances[0].RowsWritten, d.Instances[1].RowsWritten)
 	}
 	tok := d.Shards[0].HolderToken
-	if n := queryInt(t, e.dst, `SELECT count(*) FROM big WHERE _fence <> $1`, tok); n != 0 {
+	if n := queryInt(t, e.dstDB, `SELECT count(*) FROM big WHERE _fence <> $1`, tok); n != 0 {
 		t.Errorf("%d rows carry another token than the holder's %d", n, tok)
 	}
 	assertDrillRows(t, e)
@@ -281,7 +266,7 @@ func TestDrill_ShortPause(t *testing.T) {
 	if msg, _ := raw["error"].(string); !strings.Contains(msg, "--reset") || !strings.Contains(r.stderr, "--reset") || raw["pass"] != false {
 		t.Errorf("a drill on a used target: want exit 2 naming --reset\n%s", r)
 	}
-	if n := queryInt(t, e.dst, `SELECT count(*) FROM big`); n != drillRows {
+	if n := queryInt(t, e.dstDB, `SELECT count(*) FROM big`); n != drillRows {
 		t.Errorf("the refused drill changed the target: %d rows", n)
 	}
 
@@ -305,7 +290,7 @@ func TestDrill_ShortPause(t *testing.T) {
 // lease survives.
 func TestDrill_RedisRestart(t *testing.T) {
 	t.Parallel()
-	e, plan := drillEnv(t, "2s", false, 1)
+	e, plan := drillEnv(t, "2s", pgEngine, 1)
 	r, res := runDrill(t, plan, "redis-restart")
 	wantPass(t, r, res)
 	if len(res.Drills) != 2 || res.Drills[0].Persistence != "off" || res.Drills[1].Persistence != "on" {
@@ -321,7 +306,7 @@ func TestDrill_RedisRestart(t *testing.T) {
 			t.Errorf("persistent Redis: final token %d below the holder's %d", s.FinalToken, s.HolderToken)
 		}
 	}
-	w, owner := readFence(t, e.dst, e.name, "big", 0)
+	w, owner := e.fence(t, "big", 0)
 	if last := res.Drills[1].Shards[0]; w != last.FinalToken {
 		t.Errorf("watermark %d of %s, want the final token %d", w, owner, last.FinalToken)
 	}
@@ -334,7 +319,7 @@ func TestDrill_RedisRestart(t *testing.T) {
 // owners (the drill samples them every TTL/20).
 func TestDrill_TwoStandbys(t *testing.T) {
 	t.Parallel()
-	e, plan := drillEnv(t, "2s", false, 2)
+	e, plan := drillEnv(t, "2s", pgEngine, 2)
 	r, res := runDrill(t, plan, "kill", "--standbys", "2")
 	wantPass(t, r, res)
 	d := res.Drills[0]

@@ -15,14 +15,14 @@ import (
 func TestDryRun(t *testing.T) {
 	t.Parallel()
 	for _, dir := range directions {
-		t.Run(dir.src+"_to_"+dir.dst, func(t *testing.T) {
+		t.Run(dir.String(), func(t *testing.T) {
 			t.Run("fresh_target", func(t *testing.T) {
 				t.Parallel()
-				dryRunFresh(t, newConfEnv(t, engines[dir.src], engines[dir.dst]))
+				dryRunFresh(t, newEnv(t, dir.src, dir.dst))
 			})
 			t.Run("used_target", func(t *testing.T) {
 				t.Parallel()
-				dryRunUsed(t, newConfEnv(t, engines[dir.src], engines[dir.dst]))
+				dryRunUsed(t, newEnv(t, dir.src, dir.dst))
 			})
 		})
 	}
@@ -67,7 +67,7 @@ func runDryRun(t *testing.T, plan string) dryRunOut {
 
 // objects lists every table of the target database with its rows as text,
 // helper tables included: a snapshot to compare byte for byte.
-func objects(t *testing.T, e *confEnv) string {
+func objects(t *testing.T, e *env) string {
 	t.Helper()
 	q := map[string]string{
 		"postgres": `SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1`,
@@ -93,7 +93,7 @@ func objects(t *testing.T, e *confEnv) string {
 	return b.String()
 }
 
-func dryRunFresh(t *testing.T, e *confEnv) {
+func dryRunFresh(t *testing.T, e *env) {
 	tb := ordersTable()
 	tb.create(t, e.src, e.srcDB)
 	plan := e.plan(t, planTable{name: tb.name, key: tb.key})
@@ -119,7 +119,7 @@ func dryRunFresh(t *testing.T, e *confEnv) {
 	}
 }
 
-func dryRunUsed(t *testing.T, e *confEnv) {
+func dryRunUsed(t *testing.T, e *env) {
 	tb, plan := runOrders(t, e)
 	q, ph := e.dst.quote, e.dst.ph
 	orders := q("orders")

@@ -196,25 +196,29 @@ func (g *gate) drop(t *testing.T) {
 	poll(t, 30*time.Second, "the sessions at the gate to end", func() bool { return g.waiting(t) == 0 })
 }
 
-// bigTargetDDL is the target table migrate creates in PostgreSQL for
-// seedBig's table, for a test that puts a gate on it before the copy.
-const bigTargetDDL = `CREATE TABLE big (id bigint NOT NULL, payload text, n integer, _fence bigint NOT NULL DEFAULT 0, PRIMARY KEY (id))`
-
-// gateBig creates e's target table big (as migrate would) with a gate.
-func gateBig(t *testing.T, e *env, conds ...string) *gate {
+// gateTable creates tb's target table in e's target (empty, its columns as
+// in the source with the target engine's types; migrate adds the fence
+// column) with a gate.
+func (e *env) gateTable(t *testing.T, tb *table, conds ...string) *gate {
 	t.Helper()
-	exec1(t, e.dst, bigTargetDDL)
-	return newGate(t, pgEngine, e.dst, "big", conds...)
+	e.createTarget(t, tb)
+	return newGate(t, e.dst, e.dstDB, tb.name, conds...)
 }
 
-// gateTable creates tb's target table in e's target (empty, its columns as
-// in the source, migrate adds the fence column) with a gate.
-func (e *confEnv) gateTable(t *testing.T, tb *table, conds ...string) *gate {
+// createTarget creates tb's target table in e's target, empty, its columns
+// as in the source with the target engine's types (migrate adds the fence
+// column), as a test that needs it before the copy starts.
+func (e *env) createTarget(t *testing.T, tb *table) {
 	t.Helper()
 	empty := *tb
 	empty.rows = nil
 	empty.create(t, e.dst, e.dstDB)
-	return newGate(t, e.dst, e.dstDB, tb.name, conds...)
+}
+
+// gateBig is gateTable for seedBig's table "big".
+func (e *env) gateBig(t *testing.T, conds ...string) *gate {
+	t.Helper()
+	return e.gateTable(t, bigSpec("big"), conds...)
 }
 
 // raise raises the watermark of plan's shard tbl#0 as a newer holder would

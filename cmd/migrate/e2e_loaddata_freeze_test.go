@@ -19,7 +19,7 @@ import (
 func TestLoadData_FrozenHolderMidStream(t *testing.T) {
 	t.Parallel()
 	const ttl = 3 * time.Second
-	e := newConfEnv(t, pgEngine, mysqlEngine)
+	e := newEnv(t, pgEngine, mysqlEngine)
 	e.leaseTTL = "3s"
 	const n = 4000 // rows of 16 KB: a batch of 1000 is a 16 MB file
 	exec1(t, e.srcDB, `CREATE TABLE big (id bigint PRIMARY KEY, payload text NOT NULL)`)

@@ -4,7 +4,7 @@ package main_test
 // dates with zero parts, tinyint(1) values that are not booleans, extra
 // unique indexes on a target, a DSN asking for found-rows counts, and a
 // standby meeting a locked checkpoint row. Each test has fresh databases and
-// a unique plan name (confEnv); targets are checked by SQL.
+// a unique plan name (env); targets are checked by SQL.
 
 import (
 	"database/sql"
@@ -19,7 +19,7 @@ import (
 )
 
 // targetTables lists every table of e's target database.
-func targetTables(t *testing.T, e *confEnv) []string {
+func targetTables(t *testing.T, e *env) []string {
 	t.Helper()
 	q := `SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY 1`
 	if e.dst == mysqlEngine {
@@ -85,7 +85,7 @@ func TestMySQL_EnumKeyRefused(t *testing.T) {
 	for _, dst := range []*engine{pgEngine, mysqlEngine} {
 		t.Run("to_"+dst.name, func(t *testing.T) {
 			t.Parallel()
-			e := newConfEnv(t, mysqlEngine, dst)
+			e := newEnv(t, mysqlEngine, dst)
 			exec1(t, e.srcDB, "CREATE TABLE ekeys (st enum('new','active','done') NOT NULL, id bigint NOT NULL, v int, PRIMARY KEY (st, id))")
 			exec1(t, e.srcDB, "INSERT INTO ekeys VALUES ('done', 1, 1), ('new', 2, 2), ('active', 3, 3), ('new', 4, 4)")
 			r := runMigrate(t, "run", "-p", e.plan(t, planTable{name: "ekeys", key: []string{"st", "id"}}))
@@ -118,7 +118,7 @@ func TestMySQL_ZeroPartDates(t *testing.T) {
 	for _, dst := range []*engine{pgEngine, mysqlEngine} {
 		t.Run("to_"+dst.name, func(t *testing.T) {
 			t.Parallel()
-			e := newConfEnv(t, mysqlEngine, dst)
+			e := newEnv(t, mysqlEngine, dst)
 			e.batchSize, e.maxRetries = 2, 1
 			conn, err := e.srcDB.Conn(t.Context())
 			if err != nil {
@@ -154,7 +154,7 @@ func TestMySQL_ZeroPartDates(t *testing.T) {
 				tbl  string
 				done int64
 			}{{"zparts", 4}, {"zdt", 0}} {
-				cp, ok := e.checkpointOf(t, e.dstDB, c.tbl, 0)
+				cp, ok := e.checkpointOf(t, c.tbl, 0)
 				n := queryInt(t, e.dstDB, "SELECT count(*) FROM "+c.tbl)
 				above := queryInt(t, e.dstDB, "SELECT count(*) FROM "+c.tbl+" WHERE id > $1", c.done)
 				if !ok || n != c.done || above != 0 || cp.rowsDone != c.done || cp.state != "halted" {
@@ -170,7 +170,7 @@ func TestMySQL_ZeroPartDates(t *testing.T) {
 // PostgreSQL the shard halts and names the types override, which then works.
 func TestMySQL_TinyintNotBoolean(t *testing.T) {
 	t.Parallel()
-	e := newConfEnv(t, mysqlEngine, pgEngine)
+	e := newEnv(t, mysqlEngine, pgEngine)
 	e.maxRetries = 1
 	exec1(t, e.srcDB, "CREATE TABLE tiny (id bigint NOT NULL PRIMARY KEY, prio tinyint(1) NOT NULL)")
 	exec1(t, e.srcDB, "INSERT INTO tiny VALUES (1, 0), (2, 1), (3, 2)")
@@ -195,7 +195,7 @@ func TestMySQL_TinyintNotBoolean(t *testing.T) {
 // (exit 2) and left as it was.
 func TestMySQL_ExtraUniqueIndexRefused(t *testing.T) {
 	t.Parallel()
-	e := newConfEnv(t, pgEngine, mysqlEngine)
+	e := newEnv(t, pgEngine, mysqlEngine)
 	exec1(t, e.srcDB, "CREATE TABLE users (id bigint PRIMARY KEY, email varchar(100) NOT NULL, n integer)")
 	exec1(t, e.srcDB, "INSERT INTO users SELECT g, 'user' || g || '@example.com', g FROM generate_series(1, 50) g")
 	exec1(t, e.dstDB, "CREATE TABLE users (id bigint NOT NULL, email varchar(100) NOT NULL, n int, _fence bigint NOT NULL DEFAULT 0, PRIMARY KEY (id), UNIQUE KEY users_email (email))")
@@ -230,7 +230,7 @@ func TestMySQL_ClientFoundRowsL4(t *testing.T) {
 	t.Parallel()
 	const n = 60000
 	rs := testsvc.StartRedis(t, false)
-	e := newConfEnv(t, pgEngine, mysqlEngine)
+	e := newEnv(t, pgEngine, mysqlEngine)
 	e.redisURL, e.leaseTTL, e.batchSize = rs.URL, "2s", 1000
 	tb := bigTable(n)
 	tb.create(t, e.src, e.srcDB)
@@ -247,15 +247,15 @@ func TestMySQL_ClientFoundRowsL4(t *testing.T) {
 	}
 	g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
 	g.openAll(t)
-	w, _ := e.fenceOf(t, tb.name, 0)
-	before, _ := e.checkpointOf(t, e.dstDB, tb.name, 0)
+	w, _ := e.fence(t, tb.name, 0)
+	before, _ := e.checkpointOf(t, tb.name, 0)
 	rs.Restart() // no persistence: the lease and the counter are gone
 
 	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "after")
 	wantCode(t, r, 0)
 	var rep runReport
 	decodeJSON(t, r, &rep)
-	tok, owner := e.fenceOf(t, tb.name, 0)
+	tok, owner := e.fence(t, tb.name, 0)
 	t.Logf("killed at %d rows; watermark %d before the Redis restart, %d (%s) after; %v", before.rowsDone, w, tok, owner, r.elapsed.Round(time.Millisecond))
 	if tok <= w || !strings.HasPrefix(owner, "after-") {
 		t.Errorf("watermark %d of %q, want above %d, by the second run", tok, owner, w)
@@ -266,7 +266,7 @@ func TestMySQL_ClientFoundRowsL4(t *testing.T) {
 	if rep.StaleRejections != 0 || rep.RowsWritten != n-before.rowsDone {
 		t.Errorf("stale_rejections %d rows_written %d, want 0 and %d", rep.StaleRejections, rep.RowsWritten, n-before.rowsDone)
 	}
-	if cp, _ := e.checkpointOf(t, e.dstDB, tb.name, 0); cp.state != "done" || cp.rowsDone != n || cp.token != tok {
+	if cp, _ := e.checkpointOf(t, tb.name, 0); cp.state != "done" || cp.rowsDone != n || cp.token != tok {
 		t.Errorf("checkpoint %+v, want done, %d rows, token %d", cp, n, tok)
 	}
 	assertSameDump(t, e, tb, n)
@@ -279,7 +279,7 @@ func TestMySQL_ClientFoundRowsL4(t *testing.T) {
 func TestMySQL_LockedCheckpointDoesNotKillStandby(t *testing.T) {
 	t.Parallel()
 	const n = 100000
-	e := newConfEnv(t, pgEngine, mysqlEngine)
+	e := newEnv(t, pgEngine, mysqlEngine)
 	e.leaseTTL, e.batchSize = "4s", 500
 	tb := bigTable(n)
 	tb.create(t, e.src, e.srcDB)

@@ -96,7 +96,7 @@ END $$`}
 }
 
 // lastKeyOf reads the shard's stored cursor as migrate decodes it.
-func lastKeyOf(t *testing.T, e *confEnv, tbl string) (string, []any) {
+func lastKeyOf(t *testing.T, e *env, tbl string) (string, []any) {
 	t.Helper()
 	var text sql.NullString
 	q := fmt.Sprintf("SELECT last_key FROM _migrate_checkpoint WHERE plan = %s AND tbl = %s AND shard = 0", e.dst.ph(1), e.dst.ph(2))
@@ -113,9 +113,9 @@ func lastKeyOf(t *testing.T, e *confEnv, tbl string) (string, []any) {
 // checkLanded checks that tbl's checkpoint is at row done (state want, or
 // any state when want is ""), and that its stored cursor, decoded and bound
 // as migrate binds it, finds exactly that row in the source.
-func checkLanded(t *testing.T, e *confEnv, tb rawTable, done int64, want string) {
+func checkLanded(t *testing.T, e *env, tb rawTable, done int64, want string) {
 	t.Helper()
-	cp, ok := e.checkpointOf(t, e.dstDB, tb.name, 0)
+	cp, ok := e.checkpointOf(t, tb.name, 0)
 	if !ok || cp.rowsDone != done || (want != "" && cp.state != want) {
 		t.Fatalf("%s: checkpoint %+v (found %v), want %d rows done, state %q", tb.name, cp, ok, done, want)
 	}
@@ -149,7 +149,7 @@ func checkLanded(t *testing.T, e *confEnv, tb rawTable, done int64, want string)
 }
 
 // setGate lets the first n rows of every table through.
-func setGate(t *testing.T, e *confEnv, n int) {
+func setGate(t *testing.T, e *env, n int) {
 	t.Helper()
 	exec1(t, e.dstDB, "UPDATE gate SET n = "+e.dst.ph(1), n)
 }
@@ -160,7 +160,7 @@ func setGate(t *testing.T, e *confEnv, n int) {
 // `migrate resume`), SIGKILL on even ones (the next run takes over) — and
 // checks where the cursor landed. The last run lets everything through and
 // must finish with every row in the target exactly once, byte for byte.
-func runRawLadder(t *testing.T, e *confEnv, tables []rawTable) {
+func runRawLadder(t *testing.T, e *env, tables []rawTable) {
 	t.Helper()
 	e.batchSize, e.leaseTTL = 2, "1s"
 	n := len(tables[0].rows)
@@ -234,7 +234,7 @@ func runRawLadder(t *testing.T, e *confEnv, tables []rawTable) {
 					t.Fatalf("step %d: migrate exited before the gate:\n%s", step, p.wait(t))
 				default:
 				}
-				cp, ok := e.checkpointOf(t, e.dstDB, tb.name, 0)
+				cp, ok := e.checkpointOf(t, tb.name, 0)
 				return ok && cp.rowsDone >= done
 			})
 		}
@@ -332,7 +332,7 @@ func TestRun_ResumeAtNonUTF8TextKey(t *testing.T) {
 	for _, dst := range []*engine{pgEngine, mysqlEngine} {
 		t.Run("to_"+dst.name, func(t *testing.T) {
 			t.Parallel()
-			e := &confEnv{name: testsvc.Prefix(t), src: pgEngine, dst: dst, redisURL: testsvc.RedisURL(t), dir: t.TempDir()}
+			e := bareEnv(t, pgEngine, dst)
 			e.srcURL, e.srcDB = newSQLASCIIDB(t)
 			text := rawTable{name: "rk", key: []string{"k"}, cols: []string{"k", "payload", "v"},
 				src: "CREATE TABLE rk (k text PRIMARY KEY, payload text, v int NOT NULL)",
@@ -357,7 +357,7 @@ func TestRun_ResumeAtNonUTF8TextKey(t *testing.T) {
 // be encoded, halting the shard); the database sets extra_float_digits = 0.
 func TestRun_ResumeAtNonFiniteFloatKey(t *testing.T) {
 	t.Parallel()
-	e := newConfEnv(t, pgEngine, pgEngine)
+	e := newEnv(t, pgEngine, pgEngine)
 	// (g, x) in key order: NaN sorts above every number, Infinity just below.
 	floats := rawTable{name: "rf", key: []string{"g", "x"}, cols: []string{"g", "x", "v"},
 		src: "CREATE TABLE rf (g int NOT NULL, x double precision NOT NULL, v int NOT NULL, PRIMARY KEY (g, x))",
@@ -376,7 +376,7 @@ func TestRun_ResumeAtNonFiniteFloatKey(t *testing.T) {
 // latin1 again), resumed at each.
 func TestMySQL_ResumeAtBinaryAndLatin1Key(t *testing.T) {
 	t.Parallel()
-	e := newConfEnv(t, mysqlEngine, mysqlEngine)
+	e := newEnv(t, mysqlEngine, mysqlEngine)
 	bin := rawTable{name: "bk", key: []string{"k"}, cols: []string{"k", "v"},
 		src: "CREATE TABLE bk (k varbinary(8) NOT NULL PRIMARY KEY, v int NOT NULL)",
 		dst: "CREATE TABLE bk (k varbinary(8) NOT NULL PRIMARY KEY, v int NOT NULL, _fence bigint NOT NULL DEFAULT 0)"}

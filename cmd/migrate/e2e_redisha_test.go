@@ -13,11 +13,12 @@ import (
 func TestRun_RedisCluster(t *testing.T) {
 	t.Parallel()
 	rc := testsvc.StartRedisCluster(t, 3)
-	e := newEnv(t)
+	e := newEnv(t, pgEngine, pgEngine) // about Redis: the engines do not matter here
+
 	const n = 80000
 	e.redisURL, e.batchSize, e.leaseTTL = rc.URL, 500, "3s"
-	seedBig(t, e.src, "big", n)
-	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 8})
+	seedBig(t, e, "big", n)
+	plan := e.plan(t, planTable{name: "big", key: []string{"id"}, shards: 8})
 	twoShare(t, e, plan, n)
 	r := runMigrate(t, "status", "-p", plan, "--json")
 	wantCode(t, r, 0)
@@ -40,20 +41,21 @@ func TestRun_RedisCluster(t *testing.T) {
 func TestRun_SentinelFailover(t *testing.T) {
 	t.Parallel()
 	rs := testsvc.StartRedisSentinel(t)
-	e := newEnv(t)
+	e := newEnv(t, pgEngine, pgEngine) // about Redis: the engines do not matter here
 	const n = 120000
 	e.redisURL, e.batchSize, e.leaseTTL = rs.URL, 500, "5s"
-	seedBig(t, e.src, "big", n)
+	seedBig(t, e, "big", n)
 	// Both shards wait at a gate in their middle through the failover,
 	// renewing their leases, and copy the rest after it: however fast the
 	// copy, the run cannot end before the failover.
 	per := int64(n / 2) // shard i holds (i*per, (i+1)*per]
-	g := gateBig(t, e, fmt.Sprintf("NEW.id %% %d > %d", per, per/2))
-	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 2})
+	g := e.gateBig(t, fmt.Sprintf("NEW.id %% %d > %d", per, per/2))
+	w := e.countWrites(t, "big")
+	plan := e.plan(t, planTable{name: "big", key: []string{"id"}, shards: 2})
 
 	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
 	g.waitHeld(t, p, 2)
-	at := netfaultRowsDone(t, e.dst, e.name, "big")
+	at := e.mustRowsDone(t, "big")
 	rs.Failover()
 	if got := rs.PrimaryAddr(); got != rs.Replica.Addr() {
 		t.Fatalf("primary %s after the failover, want %s", got, rs.Replica.Addr())
@@ -67,7 +69,7 @@ func TestRun_SentinelFailover(t *testing.T) {
 	if rep.RowsWritten != n || rep.StaleRejections != 0 || len(rep.Shards) != 2 {
 		t.Errorf("rows_written %d stale_rejections %d shards %+v; want %d, 0 and 2 shards", rep.RowsWritten, rep.StaleRejections, rep.Shards, n)
 	}
-	if writes := writesToTable(t, e.dst, "big", n); writes > n+int64(len(rep.Takeovers))*int64(e.batchSize) {
+	if writes := w.settled(t, n); writes > n+int64(len(rep.Takeovers))*int64(e.batchSize) {
 		t.Errorf("the target saw %d row writes for %d rows, more than one batch per takeover", writes, n)
 	}
 	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)

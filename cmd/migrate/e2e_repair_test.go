@@ -18,9 +18,9 @@ import (
 func TestRepair(t *testing.T) {
 	t.Parallel()
 	for _, dir := range directions {
-		t.Run(dir.src+"_to_"+dir.dst, func(t *testing.T) {
+		t.Run(dir.String(), func(t *testing.T) {
 			t.Parallel()
-			e := newConfEnv(t, engines[dir.src], engines[dir.dst])
+			e := newEnv(t, dir.src, dir.dst)
 			tb, plan := runOrders(t, e)
 			n := int64(len(tb.rows))
 			q, ph := e.dst.quote, e.dst.ph
@@ -60,7 +60,7 @@ func TestRepair(t *testing.T) {
 			assertSameDump(t, e, tb, len(tb.rows))
 			// The repair wrote under the lease and fence: the watermark moved
 			// past the run's token, and the repaired rows carry the new one.
-			if tok, owner := e.fenceOf(t, "orders", 0); tok < 2 || owner == "" {
+			if tok, owner := e.fence(t, "orders", 0); tok < 2 || owner == "" {
 				t.Errorf("watermark %d of %q after two repairs, want above the run's token 1", tok, owner)
 			}
 		})
@@ -71,7 +71,7 @@ func TestRepair(t *testing.T) {
 // shard's lease, and writes nothing.
 func TestRepair_LeaseHeld(t *testing.T) {
 	t.Parallel()
-	e := newConfEnv(t, engines["postgres"], engines["postgres"])
+	e := newEnv(t, pgEngine, pgEngine) // a lease in Redis: the engines do not matter here
 	_, plan := runOrders(t, e)
 	opts, err := redis.ParseURL(e.redisURL)
 	if err != nil {
@@ -94,7 +94,7 @@ func TestRepair_LeaseHeld(t *testing.T) {
 	if !strings.Contains(r.stderr, "running-holder") {
 		t.Errorf("stderr does not name the holder:\n%s", r)
 	}
-	if tok, _ := e.fenceOf(t, "orders", 0); tok != 1 {
+	if tok, _ := e.fence(t, "orders", 0); tok != 1 {
 		t.Errorf("watermark %d, want the run's 1: a refused repair claims nothing", tok)
 	}
 }
@@ -104,37 +104,38 @@ func TestRepair_LeaseHeld(t *testing.T) {
 // the copy's back is reported, the run ends with exit 3, and repair fixes it.
 func TestTakeover_NeighbourhoodCheck(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	const n = 100000
-	e.leaseTTL, e.batchSize = "2s", 1000
-	seedBig(t, e.src, "big", n)
-	// The holder waits at the first row of the batch past n/2 when it is
-	// killed: mid-run, however fast it copies.
-	g := gateBig(t, e, fmt.Sprintf("NEW.id > %d", n/2))
-	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
-	first := startMigrate(t, "run", "-p", plan, "--instance", "victim")
-	g.waitHeld(t, first, 1)
-	first.kill(t)
-	g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
-	g.openAll(t)
-	cp := readCheckpoint(t, e.dst, e.name, "big", 0)
-	// The ids are 1..n in order: the last committed key is rows_done.
-	res, err := e.dst.Exec(fmt.Sprintf(`DELETE FROM big WHERE id = %d`, cp.rowsDone-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if k, _ := res.RowsAffected(); k != 1 {
-		t.Fatalf("deleted %d rows of the last committed batch, want 1", k)
-	}
-	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "survivor")
-	wantCode(t, r, 3)
-	var rep runReport
-	decodeJSON(t, r, &rep)
-	if len(rep.Takeovers) != 1 || rep.Takeovers[0].CheckedRows != 2*int64(e.batchSize) || rep.Takeovers[0].CheckDiffs != 1 {
-		t.Fatalf("takeovers %+v, want one that checked %d rows (the last committed and the first new batch) and found 1 difference", rep.Takeovers, 2*e.batchSize)
-	}
-	if !strings.Contains(r.stderr, "differs from the source") {
-		t.Errorf("the difference is not in the log:\n%s", r.stderr)
-	}
-	wantCode(t, runMigrate(t, "repair", "-p", plan), 0)
+	inDirections(t, sameEngine, func(t *testing.T, e *env) {
+		const n = 100000
+		e.leaseTTL, e.batchSize = "2s", 1000
+		seedBig(t, e, "big", n)
+		// The holder waits at the first row of the batch past n/2 when it is
+		// killed: mid-run, however fast it copies.
+		g := e.gateBig(t, fmt.Sprintf("NEW.id > %d", n/2))
+		plan := e.plan(t, planTable{name: "big", key: []string{"id"}})
+		first := startMigrate(t, "run", "-p", plan, "--instance", "victim")
+		g.waitHeld(t, first, 1)
+		first.kill(t)
+		g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
+		g.openAll(t)
+		cp := e.checkpoint(t, "big", 0)
+		// The ids are 1..n in order: the last committed key is rows_done.
+		res, err := e.dstDB.Exec(fmt.Sprintf(`DELETE FROM big WHERE id = %d`, cp.rowsDone-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k, _ := res.RowsAffected(); k != 1 {
+			t.Fatalf("deleted %d rows of the last committed batch, want 1", k)
+		}
+		r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "survivor")
+		wantCode(t, r, 3)
+		var rep runReport
+		decodeJSON(t, r, &rep)
+		if len(rep.Takeovers) != 1 || rep.Takeovers[0].CheckedRows != 2*int64(e.batchSize) || rep.Takeovers[0].CheckDiffs != 1 {
+			t.Fatalf("takeovers %+v, want one that checked %d rows (the last committed and the first new batch) and found 1 difference", rep.Takeovers, 2*e.batchSize)
+		}
+		if !strings.Contains(r.stderr, "differs from the source") {
+			t.Errorf("the difference is not in the log:\n%s", r.stderr)
+		}
+		wantCode(t, runMigrate(t, "repair", "-p", plan), 0)
+	})
 }

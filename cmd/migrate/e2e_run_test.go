@@ -98,19 +98,6 @@ func keysOf(m map[string]any) []string {
 	return ks
 }
 
-// seedEvents creates a table with a composite key (integer, text) of
-// tenants × codes rows.
-func seedEvents(t *testing.T, e *env, tenants, codes int) int64 {
-	t.Helper()
-	exec1(t, e.src, `CREATE TABLE events (tenant integer NOT NULL, code text NOT NULL, seq bigint, note text,
-  at timestamptz, PRIMARY KEY (tenant, code))`)
-	exec1(t, e.src, `INSERT INTO events SELECT te, 'c' || lpad(c::text, 4, '0'), te * 100000 + c,
-  CASE WHEN c % 4 = 0 THEN NULL ELSE 'note ' || te || '/' || c END,
-  timestamptz '2024-02-29 23:59:59.999999+00' - c * interval '1 microsecond'
-FROM generate_series(1, $1::int) te, generate_series(1, $2::int) c`, tenants, codes)
-	return int64(tenants * codes)
-}
-
 // columnTypes lists a table's columns and types in order, as PostgreSQL
 // formats them.
 func columnTypes(t *testing.T, db *sql.DB, table string) string {
@@ -134,14 +121,17 @@ FROM pg_attribute a WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.a
 
 func TestRun_FullCopy(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	// PostgreSQL to PostgreSQL: the target's column types must be the
+	// source's exactly; the mapping across engines is the conformance
+	// suite's (full_copy, type_mapping).
+	e := newEnv(t, pgEngine, pgEngine)
 	const nItems = 20000
-	seedItems(t, e.src, "items", nItems)
+	seedItems(t, e.srcDB, "items", nItems)
 	nEvents := seedEvents(t, e, 40, 150)
 	eventCols := []string{"tenant", "code", "note", "at"}
-	plan := e.writePlan(t,
-		tableSpec{name: "items", key: []string{"id"}},
-		tableSpec{name: "public.events", target: "events_copy", key: []string{"tenant", "code"}, columns: eventCols, shards: 3})
+	plan := e.plan(t,
+		planTable{name: "items", key: []string{"id"}},
+		planTable{name: "public.events", target: "events_copy", key: []string{"tenant", "code"}, columns: eventCols, shards: 3})
 
 	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "e2e-full")
 	wantCode(t, r, 0)
@@ -179,16 +169,16 @@ func TestRun_FullCopy(t *testing.T) {
 
 	// The target, by SQL: same rows, same types (C4 created the tables).
 	assertSameRows(t, e, "items", "items", itemsColumns, []string{"id"}, nItems)
-	assertSameRows(t, e, "events", "events_copy", eventCols, []string{"tenant", "code"}, nEvents)
-	if got, want := columnTypes(t, e.dst, "items"), columnTypes(t, e.src, "items")+", _fence bigint"; got != want {
+	assertSameRows(t, e, "events", "events_copy", pick(eventsSpec().cols, eventCols...), []string{"tenant", "code"}, nEvents)
+	if got, want := columnTypes(t, e.dstDB, "items"), columnTypes(t, e.srcDB, "items")+", _fence bigint"; got != want {
 		t.Errorf("target items columns\n got %s\nwant %s", got, want)
 	}
-	if got := columnTypes(t, e.dst, "events_copy"); got != "tenant integer, code text, note text, at timestamp with time zone, _fence bigint" {
+	if got := columnTypes(t, e.dstDB, "events_copy"); got != "tenant integer, code text, note text, at timestamp with time zone, _fence bigint" {
 		t.Errorf("target events_copy columns: %s", got)
 	}
 	var sum int64
 	for i := range 3 {
-		cp := readCheckpoint(t, e.dst, e.name, "events_copy", i)
+		cp := e.checkpoint(t, "events_copy", i)
 		if cp.state != "done" || cp.rowsDone == 0 {
 			t.Errorf("events_copy#%d checkpoint %+v, want done with rows (the 3 shards split 40 tenants)", i, cp)
 		}
@@ -197,98 +187,106 @@ func TestRun_FullCopy(t *testing.T) {
 	if sum != nEvents {
 		t.Errorf("events_copy shards hold %d rows done, want %d", sum, nEvents)
 	}
-	if cp := readCheckpoint(t, e.dst, e.name, "items", 0); cp.state != "done" || cp.rowsDone != nItems {
+	if cp := e.checkpoint(t, "items", 0); cp.state != "done" || cp.rowsDone != nItems {
 		t.Errorf("items checkpoint %+v, want done with %d rows", cp, nItems)
 	}
 }
 
+// TestRun_ResumeAfterSIGKILL: a holder killed in the middle of a batch is
+// taken over after its TTL; the successor resumes at the checkpoint, checks
+// the neighbourhood and wastes at most the rows of the cut batch. In the
+// two same-engine pairs; the cross pairs' takeover after SIGKILL is the
+// conformance suite's sigkill_resume (the same kill at a gate, on a
+// smaller table).
 func TestRun_ResumeAfterSIGKILL(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	const n = 200000
-	e.leaseTTL, e.batchSize = "2s", 1000
-	seedBig(t, e.src, "big", n)
-	// The holder is killed mid-run, however fast it copies: its batch after
-	// n/2 has written half its rows and waits at the gate.
-	g := gateBig(t, e, fmt.Sprintf("NEW.id > %d", n/2+e.batchSize/2))
-	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+	inDirections(t, sameEngine, func(t *testing.T, e *env) {
+		const n = 200000
+		e.leaseTTL, e.batchSize = "2s", 1000
+		seedBig(t, e, "big", n)
+		// The holder is killed mid-run, however fast it copies: its batch after
+		// n/2 has written half its rows and waits at the gate.
+		g := e.gateBig(t, fmt.Sprintf("NEW.id > %d", n/2+e.batchSize/2))
+		w := e.countWrites(t, "big")
+		plan := e.plan(t, planTable{name: "big", key: []string{"id"}})
 
-	first := startMigrate(t, "run", "-p", plan, "--json", "--instance", "victim")
-	g.waitHeld(t, first, 1)
-	killed := first.kill(t)
-	if killed.code != -1 {
-		t.Fatalf("the first run was not killed by the signal: %s", killed)
-	}
-	g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
-	g.openAll(t)
-	before := readCheckpoint(t, e.dst, e.name, "big", 0)
-	tokBefore, ownerBefore := readFence(t, e.dst, e.name, "big", 0)
-	t.Logf("killed the holder at the gate (checkpoint after the kill: %d, token %d)", before.rowsDone, tokBefore)
-	if before.rowsDone != n/2 || before.state != "running" {
-		t.Fatalf("checkpoint %+v at the kill, want running with the %d rows before the gate", before, n/2)
-	}
+		first := startMigrate(t, "run", "-p", plan, "--json", "--instance", "victim")
+		g.waitHeld(t, first, 1)
+		killed := first.kill(t)
+		if killed.code != -1 {
+			t.Fatalf("the first run was not killed by the signal: %s", killed)
+		}
+		g.drop(t) // its batch at the gate ends with its connection, as a killed client's does
+		g.openAll(t)
+		before := e.checkpoint(t, "big", 0)
+		tokBefore, ownerBefore := e.fence(t, "big", 0)
+		t.Logf("killed the holder at the gate (checkpoint after the kill: %d, token %d)", before.rowsDone, tokBefore)
+		if before.rowsDone != n/2 || before.state != "running" {
+			t.Fatalf("checkpoint %+v at the kill, want running with the %d rows before the gate", before, n/2)
+		}
 
-	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "survivor")
-	wantCode(t, r, 0)
-	var raw map[string]any
-	decodeJSON(t, r, &raw)
-	for i, to := range requireList(t, "run --json", raw, "takeovers") {
-		requireKeys(t, fmt.Sprintf("takeovers[%d]", i), to, "table", "shard", "token", "previous_owner",
-			"wait_ms", "elect_ms", "recover_ms", "verify_ms", "rto_ms", "replayed_rows")
-	}
-	var rep runReport
-	decodeJSON(t, r, &rep)
-	if len(rep.Takeovers) != 1 {
-		t.Fatalf("takeovers %+v, want exactly one\n%s", rep.Takeovers, r)
-	}
-	to := rep.Takeovers[0]
-	if to.Table != "big" || to.Shard != 0 || to.PreviousOwner != ownerBefore || to.Token <= tokBefore {
-		t.Errorf("takeover %+v, want big#0 from %q with a token above %d", to, ownerBefore, tokBefore)
-	}
-	if to.ReplayedRows > int64(e.batchSize) {
-		t.Errorf("takeover replayed %d rows, want at most one batch (%d)", to.ReplayedRows, e.batchSize)
-	}
-	if rep.RowsWritten != n-before.rowsDone {
-		t.Errorf("second run wrote %d rows, want the %d left after the checkpoint", rep.RowsWritten, n-before.rowsDone)
-	}
-	if rep.Verify == nil || !rep.Verify.Equal {
-		t.Errorf("verify %+v, want equal", rep.Verify)
-	}
-	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
-	// The takeover checked the last committed batch before the resume point
-	// and the first new one.
-	if to.CheckedRows != 2*int64(e.batchSize) || to.CheckDiffs != 0 {
-		t.Errorf("takeover checked %d rows with %d differences, want the %d rows of the last committed and the first new batch, none different", to.CheckedRows, to.CheckDiffs, 2*e.batchSize)
-	}
-	if to.RtoMs < to.WaitMs+to.VerifyMs {
-		t.Errorf("rto_ms %d < wait_ms %d + verify_ms %d", to.RtoMs, to.WaitMs, to.VerifyMs)
-	}
-	if to.PredictedMs != 2200 || to.PreviousToken != tokBefore || to.ResumeKey != fmt.Sprintf("[%d]", before.rowsDone) {
-		t.Errorf("takeover predicted_rto_ms %d previous_token %d resume_key %q, want 2200 (TTL + TTL/10), %d, [%d]",
-			to.PredictedMs, to.PreviousToken, to.ResumeKey, tokBefore, before.rowsDone)
-	}
-	if cp := readCheckpoint(t, e.dst, e.name, "big", 0); cp.state != "done" || cp.rowsDone != n || cp.token != to.Token {
-		t.Errorf("checkpoint %+v, want done, %d rows, token %d", cp, n, to.Token)
-	}
-	if tok, owner := readFence(t, e.dst, e.name, "big", 0); tok != to.Token || owner == ownerBefore {
-		t.Errorf("watermark token %d owner %q, want %d of the survivor", tok, owner, to.Token)
-	}
+		r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "survivor")
+		wantCode(t, r, 0)
+		var raw map[string]any
+		decodeJSON(t, r, &raw)
+		for i, to := range requireList(t, "run --json", raw, "takeovers") {
+			requireKeys(t, fmt.Sprintf("takeovers[%d]", i), to, "table", "shard", "token", "previous_owner",
+				"wait_ms", "elect_ms", "recover_ms", "verify_ms", "rto_ms", "replayed_rows")
+		}
+		var rep runReport
+		decodeJSON(t, r, &rep)
+		if len(rep.Takeovers) != 1 {
+			t.Fatalf("takeovers %+v, want exactly one\n%s", rep.Takeovers, r)
+		}
+		to := rep.Takeovers[0]
+		if to.Table != "big" || to.Shard != 0 || to.PreviousOwner != ownerBefore || to.Token <= tokBefore {
+			t.Errorf("takeover %+v, want big#0 from %q with a token above %d", to, ownerBefore, tokBefore)
+		}
+		if to.ReplayedRows > int64(e.batchSize) {
+			t.Errorf("takeover replayed %d rows, want at most one batch (%d)", to.ReplayedRows, e.batchSize)
+		}
+		if rep.RowsWritten != n-before.rowsDone {
+			t.Errorf("second run wrote %d rows, want the %d left after the checkpoint", rep.RowsWritten, n-before.rowsDone)
+		}
+		if rep.Verify == nil || !rep.Verify.Equal {
+			t.Errorf("verify %+v, want equal", rep.Verify)
+		}
+		assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+		// The takeover checked the last committed batch before the resume point
+		// and the first new one.
+		if to.CheckedRows != 2*int64(e.batchSize) || to.CheckDiffs != 0 {
+			t.Errorf("takeover checked %d rows with %d differences, want the %d rows of the last committed and the first new batch, none different", to.CheckedRows, to.CheckDiffs, 2*e.batchSize)
+		}
+		if to.RtoMs < to.WaitMs+to.VerifyMs {
+			t.Errorf("rto_ms %d < wait_ms %d + verify_ms %d", to.RtoMs, to.WaitMs, to.VerifyMs)
+		}
+		if to.PredictedMs != 2200 || to.PreviousToken != tokBefore || to.ResumeKey != fmt.Sprintf("[%d]", before.rowsDone) {
+			t.Errorf("takeover predicted_rto_ms %d previous_token %d resume_key %q, want 2200 (TTL + TTL/10), %d, [%d]",
+				to.PredictedMs, to.PreviousToken, to.ResumeKey, tokBefore, before.rowsDone)
+		}
+		if cp := e.checkpoint(t, "big", 0); cp.state != "done" || cp.rowsDone != n || cp.token != to.Token {
+			t.Errorf("checkpoint %+v, want done, %d rows, token %d", cp, n, to.Token)
+		}
+		if tok, owner := e.fence(t, "big", 0); tok != to.Token || owner == ownerBefore {
+			t.Errorf("watermark token %d owner %q, want %d of the survivor", tok, owner, to.Token)
+		}
 
-	// Waste, measured by the target itself: every row version written to the
-	// table, by committed and rolled-back transactions of both runs, less the
-	// rows that had to be written once.
-	writes := writesToTable(t, e.dst, "big", n)
-	wasted := writes - n
-	t.Logf("MEASURED: wasted rows = n_tup_ins+n_tup_upd (%d) - N (%d) = %d (batch_size %d); takeover replayed_rows = %d, rto_ms = %d (wait_ms %d)",
-		writes, n, wasted, e.batchSize, to.ReplayedRows, to.RtoMs, to.WaitMs)
-	// Each attempt at the batch by the killed holder wrote its first half
-	// and waited at the gate: the last one was cut by the kill, any before
-	// it by the lease's runway (logged), all rolled back.
-	attempts := 1 + int64(strings.Count(killed.stderr, "trying a smaller one")+strings.Count(killed.stderr, "batch failed, retrying"))
-	if wasted != attempts*int64(e.batchSize/2) {
-		t.Errorf("%d rows written beyond the %d needed; want the %d of each of the %d attempts at the batch the kill cut (half a batch of %d each)",
-			wasted, n, e.batchSize/2, attempts, e.batchSize)
-	}
+		// Waste, measured by the target itself: every row version written to the
+		// table, by committed and rolled-back transactions of both runs, less the
+		// rows that had to be written once.
+		writes := w.settled(t, n)
+		wasted := writes - n
+		t.Logf("MEASURED: wasted rows = row writes (%d) - N (%d) = %d (batch_size %d); takeover replayed_rows = %d, rto_ms = %d (wait_ms %d)",
+			writes, n, wasted, e.batchSize, to.ReplayedRows, to.RtoMs, to.WaitMs)
+		// Each attempt at the batch by the killed holder wrote its first half
+		// and waited at the gate: the last one was cut by the kill, any before
+		// it by the lease's runway (logged), all rolled back.
+		attempts := 1 + int64(strings.Count(killed.stderr, "trying a smaller one")+strings.Count(killed.stderr, "batch failed, retrying"))
+		if wasted != attempts*int64(e.batchSize/2) {
+			t.Errorf("%d rows written beyond the %d needed; want the %d of each of the %d attempts at the batch the kill cut (half a batch of %d each)",
+				wasted, n, e.batchSize/2, attempts, e.batchSize)
+		}
+	})
 }
 
 // TestRun_ResumeShardsCompositeKey kills a holder of three shards of a
@@ -296,89 +294,104 @@ func TestRun_ResumeAfterSIGKILL(t *testing.T) {
 // resumes each after its decoded checkpoint key.
 func TestRun_ResumeShardsCompositeKey(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	e.leaseTTL, e.batchSize = "2s", 1000
-	n := seedEvents(t, e, 200, 1000)
-	cols, key := []string{"tenant", "code", "seq", "note", "at"}, []string{"tenant", "code"}
-	// The shards split the tenants at about 67 and 134, a batch is one
-	// tenant's 1000 codes: every shard waits at the first tenant past a
-	// third of its range (34, 101, 168) when the holder is killed.
-	exec1(t, e.dst, `CREATE TABLE events (tenant integer NOT NULL, code text NOT NULL, seq bigint, note text,
-  at timestamptz, _fence bigint NOT NULL DEFAULT 0, PRIMARY KEY (tenant, code))`)
-	g := newGate(t, pgEngine, e.dst, "events", "NEW.tenant % 67 > 33")
-	plan := e.writePlan(t, tableSpec{name: "events", key: key, shards: 3})
+	inDirections(t, sameEngine, func(t *testing.T, e *env) {
+		e.leaseTTL, e.batchSize = "2s", 1000
+		n := seedEvents(t, e, 200, 1000)
+		events := eventsSpec()
+		cols, key := events.cols, events.key
+		// The shards split the tenants at about 67 and 134, a batch is one
+		// tenant's 1000 codes: every shard waits at the first tenant past a
+		// third of its range (34, 101, 168) when the holder is killed.
+		g := e.gateTable(t, events, "NEW.tenant % 67 > 33")
+		w := e.countWrites(t, "events")
+		plan := e.plan(t, planTable{name: "events", key: key, shards: 3})
 
-	first := startMigrate(t, "run", "-p", plan, "--instance", "victim", "--parallel", "3")
-	g.waitHeld(t, first, 3)
-	first.kill(t)
-	g.drop(t) // their batches at the gate end with the connections, as a killed client's do
-	g.openAll(t)
-	var doneBefore int64
-	tokens := map[int]int64{}
-	for i := range 3 {
-		cp := readCheckpoint(t, e.dst, e.name, "events", i)
-		if cp.state == "done" || cp.rowsDone == 0 {
-			t.Fatalf("shard %d checkpoint %+v at the kill, want every shard part-way", i, cp)
+		first := startMigrate(t, "run", "-p", plan, "--instance", "victim", "--parallel", "3")
+		g.waitHeld(t, first, 3)
+		first.kill(t)
+		g.drop(t) // their batches at the gate end with the connections, as a killed client's do
+		g.openAll(t)
+		var doneBefore int64
+		tokens := map[int]int64{}
+		for i := range 3 {
+			cp := e.checkpoint(t, "events", i)
+			if cp.state == "done" || cp.rowsDone == 0 {
+				t.Fatalf("shard %d checkpoint %+v at the kill, want every shard part-way", i, cp)
+			}
+			doneBefore += cp.rowsDone
+			tokens[i], _ = e.fence(t, "events", i)
 		}
-		doneBefore += cp.rowsDone
-		tokens[i], _ = readFence(t, e.dst, e.name, "events", i)
-	}
 
-	r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "survivor")
-	wantCode(t, r, 0)
-	var rep runReport
-	decodeJSON(t, r, &rep)
-	if len(rep.Takeovers) != 3 {
-		t.Fatalf("takeovers %+v, want one per shard\n%s", rep.Takeovers, r)
-	}
-	var replayed int64
-	for _, to := range rep.Takeovers {
-		if !strings.HasPrefix(to.PreviousOwner, "victim-") || to.Token <= tokens[to.Shard] {
-			t.Errorf("takeover %+v, want from victim with a token above %d", to, tokens[to.Shard])
+		r := runMigrate(t, "run", "-p", plan, "--json", "--instance", "survivor")
+		wantCode(t, r, 0)
+		var rep runReport
+		decodeJSON(t, r, &rep)
+		if len(rep.Takeovers) != 3 {
+			t.Fatalf("takeovers %+v, want one per shard\n%s", rep.Takeovers, r)
 		}
-		replayed += to.ReplayedRows
-	}
-	if rep.RowsWritten != n-doneBefore {
-		t.Errorf("second run wrote %d rows, want the %d left after the checkpoints", rep.RowsWritten, n-doneBefore)
-	}
-	assertSameRows(t, e, "events", "events", cols, key, n)
-	writes := writesToTable(t, e.dst, "events", n)
-	t.Logf("MEASURED (3 shards): wasted rows = %d - %d = %d (at most one batch per shard: %d); replayed_rows = %d",
-		writes, n, writes-n, 3*e.batchSize, replayed)
-	if writes-n > int64(3*e.batchSize) || replayed > int64(3*e.batchSize) {
-		t.Errorf("wasted %d, replayed %d rows: want at most one batch per shard", writes-n, replayed)
-	}
+		var replayed int64
+		for _, to := range rep.Takeovers {
+			if !strings.HasPrefix(to.PreviousOwner, "victim-") || to.Token <= tokens[to.Shard] {
+				t.Errorf("takeover %+v, want from victim with a token above %d", to, tokens[to.Shard])
+			}
+			replayed += to.ReplayedRows
+		}
+		if rep.RowsWritten != n-doneBefore {
+			t.Errorf("second run wrote %d rows, want the %d left after the checkpoints", rep.RowsWritten, n-doneBefore)
+		}
+		assertSameRows(t, e, "events", "events", cols, key, n)
+		writes := w.settled(t, n)
+		t.Logf("MEASURED (3 shards): wasted rows = %d - %d = %d (at most one batch per shard: %d); replayed_rows = %d",
+			writes, n, writes-n, 3*e.batchSize, replayed)
+		if writes-n > int64(3*e.batchSize) || replayed > int64(3*e.batchSize) {
+			t.Errorf("wasted %d, replayed %d rows: want at most one batch per shard", writes-n, replayed)
+		}
+	})
 }
 
 func TestRun_FinishedPlanExitsQuickly(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	const n = 5000
-	seedBig(t, e.src, "big", n)
-	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 2})
-	wantCode(t, runMigrate(t, "run", "-p", plan), 0)
+	inDirections(t, sameEngine, func(t *testing.T, e *env) {
+		const n = 5000
+		seedBig(t, e, "big", n)
+		plan := e.plan(t, planTable{name: "big", key: []string{"id"}, shards: 2})
+		wantCode(t, runMigrate(t, "run", "-p", plan), 0)
 
-	r := runMigrate(t, "run", "-p", plan, "--json")
-	wantCode(t, r, 0)
-	var rep runReport
-	decodeJSON(t, r, &rep)
-	if rep.RowsWritten != 0 || rep.Batches != 0 || len(rep.Takeovers) != 0 {
-		t.Errorf("second run: rows_written %d batches %d takeovers %d, want nothing done", rep.RowsWritten, rep.Batches, len(rep.Takeovers))
-	}
-	if len(rep.Shards) != 2 {
-		t.Errorf("shards %+v, want 2", rep.Shards)
-	}
-	for _, s := range rep.Shards {
-		if s.State != "done" {
-			t.Errorf("shard %s#%d state %q, want done", s.Table, s.Shard, s.State)
+		r := runMigrate(t, "run", "-p", plan, "--json")
+		wantCode(t, r, 0)
+		var rep runReport
+		decodeJSON(t, r, &rep)
+		if rep.RowsWritten != 0 || rep.Batches != 0 || len(rep.Takeovers) != 0 {
+			t.Errorf("second run: rows_written %d batches %d takeovers %d, want nothing done", rep.RowsWritten, rep.Batches, len(rep.Takeovers))
+		}
+		if len(rep.Shards) != 2 {
+			t.Errorf("shards %+v, want 2", rep.Shards)
+		}
+		for _, s := range rep.Shards {
+			if s.State != "done" {
+				t.Errorf("shard %s#%d state %q, want done", s.Table, s.Shard, s.State)
+			}
+		}
+		// A finished plan needs no lease: well under the 30s TTL a wait would take.
+		if r.elapsed > 10*time.Second {
+			t.Errorf("second run took %v", r.elapsed)
+		}
+		t.Logf("second run of a finished plan took %v", r.elapsed.Round(time.Millisecond))
+		assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+	})
+}
+
+// pick is the columns of cols named names, in their order.
+func pick(cols []col, names ...string) []col {
+	var out []col
+	for _, n := range names {
+		for _, c := range cols {
+			if c.name == n {
+				out = append(out, c)
+			}
 		}
 	}
-	// A finished plan needs no lease: well under the 30s TTL a wait would take.
-	if r.elapsed > 10*time.Second {
-		t.Errorf("second run took %v", r.elapsed)
-	}
-	t.Logf("second run of a finished plan took %v", r.elapsed.Round(time.Millisecond))
-	assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+	return out
 }
 
 func TestRun_ExitCodes(t *testing.T) {
@@ -423,12 +436,12 @@ func TestRun_ExitCodes(t *testing.T) {
 	}
 
 	t.Run("verification mismatch", func(t *testing.T) {
-		e := newEnv(t)
+		e := newEnv(t, pgEngine, pgEngine) // exit 3 is the CLI's; TestVerify finds differences in every engine pair
 		const n = 3000
-		seedBig(t, e.src, "big", n)
-		exec1(t, e.dst, `CREATE TABLE big (id bigint PRIMARY KEY, payload text, n integer, _fence bigint NOT NULL DEFAULT 0)`)
-		exec1(t, e.dst, `INSERT INTO big VALUES (999999999, 'only in the target', 1, 0)`)
-		plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}})
+		seedBig(t, e, "big", n)
+		exec1(t, e.dstDB, `CREATE TABLE big (id bigint PRIMARY KEY, payload text, n integer, _fence bigint NOT NULL DEFAULT 0)`)
+		exec1(t, e.dstDB, `INSERT INTO big VALUES (999999999, 'only in the target', 1, 0)`)
+		plan := e.plan(t, planTable{name: "big", key: []string{"id"}})
 		r := runMigrate(t, "run", "-p", plan, "--json")
 		wantCode(t, r, 3)
 		var rep runReport

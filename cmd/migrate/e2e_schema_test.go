@@ -13,7 +13,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -21,49 +20,6 @@ import (
 
 	"github.com/migrate-dev/migrate/internal/testsvc"
 )
-
-// schemaTable is one table entry of a plan written by schemaPlan.
-type schemaTable struct {
-	name, target string
-	key, columns []string
-	shards       int
-}
-
-// schemaPlan writes a plan file with every name YAML-quoted (the names of
-// these tests hold quotes, backticks and spaces) and returns its path.
-func schemaPlan(t *testing.T, dir, name, src, dst, redis string, tables ...schemaTable) string {
-	t.Helper()
-	quoted := func(names []string) string {
-		q := make([]string, len(names))
-		for i, n := range names {
-			q[i] = fmt.Sprintf("%q", n)
-		}
-		return strings.Join(q, ", ")
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\nsource: %q\ntarget: %q\nredis: %q\nlease_ttl: 30s\nbatch_size: 7\ntables:\n", name, src, dst, redis)
-	for _, tb := range tables {
-		fmt.Fprintf(&b, "  - name: %q\n    key: [%s]\n", tb.name, quoted(tb.key))
-		if tb.target != "" {
-			fmt.Fprintf(&b, "    target: %q\n", tb.target)
-		}
-		if tb.columns != nil {
-			fmt.Fprintf(&b, "    columns: [%s]\n", quoted(tb.columns))
-		}
-		if tb.shards > 0 {
-			fmt.Fprintf(&b, "    shards: %d\n", tb.shards)
-		}
-	}
-	f, err := os.CreateTemp(dir, "plan*.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.WriteString(b.String()); err != nil {
-		t.Fatal(err)
-	}
-	return f.Name()
-}
 
 // schemaSnapshot lists every column of every table of the database (of
 // the current schema in PostgreSQL) with the table's row count: what a
@@ -94,53 +50,50 @@ func schemaSnapshot(t *testing.T, eng *engine, db *sql.DB) []string {
 // and a message naming the table and column, before anything is written.
 func TestSchema_BadInputRefused(t *testing.T) {
 	t.Parallel()
-	for _, dir := range [][2]*engine{{pgEngine, pgEngine}, {mysqlEngine, mysqlEngine}, {pgEngine, mysqlEngine}, {mysqlEngine, pgEngine}} {
-		src, dst := dir[0], dir[1]
-		t.Run(src.name+"_to_"+dst.name, func(t *testing.T) {
-			t.Parallel()
-			e := newConfEnv(t, src, dst)
-			q := src.quote
-			exec1(t, e.srcDB, fmt.Sprintf("CREATE TABLE %s (%s bigint NOT NULL PRIMARY KEY, %s varchar(20), %s varchar(20))",
-				q("present"), q("id"), q("a"), q("b")))
-			exec1(t, e.srcDB, fmt.Sprintf("INSERT INTO %s VALUES (1, 'x', 'y'), (2, 'z', NULL)", q("present")))
-			// The target holds "present" without "b" (and without the
-			// fence column), and one row that must stay as it is.
-			qd := dst.quote
-			exec1(t, e.dstDB, fmt.Sprintf("CREATE TABLE %s (%s bigint NOT NULL PRIMARY KEY, %s varchar(20))", qd("present"), qd("id"), qd("a")))
-			exec1(t, e.dstDB, fmt.Sprintf("INSERT INTO %s VALUES (7, 'keep')", qd("present")))
-			before := schemaSnapshot(t, dst, e.dstDB)
+	inDirections(t, directions, func(t *testing.T, e *env) {
+		src, dst := e.src, e.dst
+		e.batchSize = 7
+		q := src.quote
+		exec1(t, e.srcDB, fmt.Sprintf("CREATE TABLE %s (%s bigint NOT NULL PRIMARY KEY, %s varchar(20), %s varchar(20))",
+			q("present"), q("id"), q("a"), q("b")))
+		exec1(t, e.srcDB, fmt.Sprintf("INSERT INTO %s VALUES (1, 'x', 'y'), (2, 'z', NULL)", q("present")))
+		// The target holds "present" without "b" (and without the
+		// fence column), and one row that must stay as it is.
+		qd := dst.quote
+		exec1(t, e.dstDB, fmt.Sprintf("CREATE TABLE %s (%s bigint NOT NULL PRIMARY KEY, %s varchar(20))", qd("present"), qd("id"), qd("a")))
+		exec1(t, e.dstDB, fmt.Sprintf("INSERT INTO %s VALUES (7, 'keep')", qd("present")))
+		before := schemaSnapshot(t, dst, e.dstDB)
 
-			for _, c := range []struct {
-				name  string
-				table schemaTable
-				want  []string // in stderr
-			}{
-				{"missing source table", schemaTable{name: "nosuch", key: []string{"id"}},
-					[]string{"source table nosuch does not exist"}},
-				{"missing source column", schemaTable{name: "present", key: []string{"id"}, columns: []string{"id", "a", "nope"}},
-					[]string{"source table present", `no column "nope"`}},
-				{"missing target column", schemaTable{name: "present", key: []string{"id"}},
-					[]string{"target table present", `no column "b"`}},
-			} {
-				plan := schemaPlan(t, e.dir, e.name, e.srcURL, e.dstURL, e.redisURL, c.table)
-				for _, args := range [][]string{{"run", "-p", plan, "--dry-run"}, {"run", "-p", plan}} {
-					r := runMigrate(t, args...)
-					if r.code != 2 {
-						t.Errorf("%s: %v: want exit 2, got %s", c.name, args, r)
-						continue
-					}
-					for _, w := range c.want {
-						if !strings.Contains(r.stderr, w) {
-							t.Errorf("%s: %v: stderr does not say %q:\n%s", c.name, args, w, r.stderr)
-						}
-					}
-					if after := schemaSnapshot(t, dst, e.dstDB); !slices.Equal(after, before) {
-						t.Fatalf("%s: %v changed the target:\nbefore %q\nafter  %q", c.name, args, before, after)
+		for _, c := range []struct {
+			name  string
+			table planTable
+			want  []string // in stderr
+		}{
+			{"missing source table", planTable{name: "nosuch", key: []string{"id"}},
+				[]string{"source table nosuch does not exist"}},
+			{"missing source column", planTable{name: "present", key: []string{"id"}, columns: []string{"id", "a", "nope"}},
+				[]string{"source table present", `no column "nope"`}},
+			{"missing target column", planTable{name: "present", key: []string{"id"}},
+				[]string{"target table present", `no column "b"`}},
+		} {
+			plan := e.plan(t, c.table)
+			for _, args := range [][]string{{"run", "-p", plan, "--dry-run"}, {"run", "-p", plan}} {
+				r := runMigrate(t, args...)
+				if r.code != 2 {
+					t.Errorf("%s: %v: want exit 2, got %s", c.name, args, r)
+					continue
+				}
+				for _, w := range c.want {
+					if !strings.Contains(r.stderr, w) {
+						t.Errorf("%s: %v: stderr does not say %q:\n%s", c.name, args, w, r.stderr)
 					}
 				}
+				if after := schemaSnapshot(t, dst, e.dstDB); !slices.Equal(after, before) {
+					t.Fatalf("%s: %v changed the target:\nbefore %q\nafter  %q", c.name, args, before, after)
+				}
 			}
-		})
-	}
+		}
+	})
 }
 
 // TestSchema_NoCreateRights: a target user who may not create tables, or
@@ -158,20 +111,24 @@ func TestSchema_NoCreateRights(t *testing.T) {
 	exec1(t, admin, `CREATE ROLE `+ident(role)+` LOGIN PASSWORD '`+pass+`'`)
 	t.Cleanup(func() { _, _ = admin.ExecContext(context.Background(), `DROP ROLE IF EXISTS `+ident(role)) })
 
-	e := newEnv(t)
-	seedBig(t, e.src, "big", 50)
-	seedBig(t, e.src, "owned", 30)
+	// PostgreSQL to PostgreSQL: its roles and grants are PostgreSQL's
+	// (TestSchema_NoCreateRightsMySQL is the MySQL target's).
+	e := newEnv(t, pgEngine, pgEngine)
+	e.batchSize = 7
+	seedBig(t, e, "big", 50)
+	seedBig(t, e, "owned", 30)
 	u, err := url.Parse(e.dstURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	u.User = url.UserPassword(role, pass)
 	asRole := u.String()
-	snapshot := func() []string { return schemaSnapshot(t, pgEngine, e.dst) }
+	e.dstURL = asRole // the plans'; e.dstDB is the test's own connection
+	snapshot := func() []string { return schemaSnapshot(t, pgEngine, e.dstDB) }
 
 	// PostgreSQL 15+: only the database owner may create in public.
 	t.Run("no CREATE on the schema", func(t *testing.T) {
-		plan := schemaPlan(t, e.planDir, e.name, e.srcURL, asRole, e.redisURL, schemaTable{name: "big", key: []string{"id"}})
+		plan := e.plan(t, planTable{name: "big", key: []string{"id"}})
 		r := runMigrate(t, "run", "-p", plan)
 		wantCode(t, r, 1)
 		for _, w := range []string{`CREATE TABLE "big" (`, `"payload" text`, "permission denied for schema public"} {
@@ -186,11 +143,10 @@ func TestSchema_NoCreateRights(t *testing.T) {
 
 	// CREATE on the schema, but "owned" belongs to another user: the fence
 	// column cannot be added. "big", created first, must not stay.
-	exec1(t, e.dst, `GRANT CREATE ON SCHEMA public TO `+ident(role))
-	exec1(t, e.dst, `CREATE TABLE owned (id bigint PRIMARY KEY, payload text, n integer)`)
-	exec1(t, e.dst, `GRANT SELECT, INSERT, UPDATE, DELETE ON owned TO `+ident(role))
-	plan := schemaPlan(t, e.planDir, e.name, e.srcURL, asRole, e.redisURL,
-		schemaTable{name: "big", key: []string{"id"}}, schemaTable{name: "owned", key: []string{"id"}})
+	exec1(t, e.dstDB, `GRANT CREATE ON SCHEMA public TO `+ident(role))
+	exec1(t, e.dstDB, `CREATE TABLE owned (id bigint PRIMARY KEY, payload text, n integer)`)
+	exec1(t, e.dstDB, `GRANT SELECT, INSERT, UPDATE, DELETE ON owned TO `+ident(role))
+	plan := e.plan(t, planTable{name: "big", key: []string{"id"}}, planTable{name: "owned", key: []string{"id"}})
 	t.Run("not the owner of a target table", func(t *testing.T) {
 		before := snapshot()
 		r := runMigrate(t, "run", "-p", plan)
@@ -206,7 +162,7 @@ func TestSchema_NoCreateRights(t *testing.T) {
 	})
 
 	t.Run("then the owner", func(t *testing.T) {
-		exec1(t, e.dst, `ALTER TABLE owned OWNER TO `+ident(role))
+		exec1(t, e.dstDB, `ALTER TABLE owned OWNER TO `+ident(role))
 		wantCode(t, runMigrate(t, "run", "-p", plan), 0)
 		assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, 50)
 		assertSameRows(t, e, "owned", "owned", bigColumns, []string{"id"}, 30)
@@ -218,9 +174,10 @@ func TestSchema_NoCreateRights(t *testing.T) {
 // later statement fails.
 func TestSchema_NoCreateRightsMySQL(t *testing.T) {
 	t.Parallel()
-	e := newConfEnv(t, pgEngine, mysqlEngine)
-	seedBig(t, e.srcDB, "big", 50)
-	seedBig(t, e.srcDB, "owned", 30)
+	e := newEnv(t, pgEngine, mysqlEngine)
+	e.batchSize = 7
+	seedBig(t, e, "big", 50)
+	seedBig(t, e, "owned", 30)
 	exec1(t, e.dstDB, "CREATE TABLE owned (id bigint PRIMARY KEY, payload longtext, n int)")
 	u, err := url.Parse(e.dstURL)
 	if err != nil {
@@ -239,8 +196,8 @@ func TestSchema_NoCreateRightsMySQL(t *testing.T) {
 	}
 	grant("SELECT, INSERT, UPDATE, DELETE")
 	u.User = url.UserPassword(user, pass)
-	plan := schemaPlan(t, e.dir, e.name, e.srcURL, u.String(), e.redisURL,
-		schemaTable{name: "big", key: []string{"id"}}, schemaTable{name: "owned", key: []string{"id"}})
+	e.dstURL = u.String() // the plan's; e.dstDB is the test's own connection
+	plan := e.plan(t, planTable{name: "big", key: []string{"id"}}, planTable{name: "owned", key: []string{"id"}})
 	snapshot := func() []string { return schemaSnapshot(t, mysqlEngine, e.dstDB) }
 
 	for _, c := range []struct {
@@ -321,77 +278,73 @@ type shardState struct {
 // repair.
 func TestIdent_QuotedNames(t *testing.T) {
 	t.Parallel()
-	for _, dir := range [][2]*engine{{pgEngine, pgEngine}, {pgEngine, mysqlEngine}, {mysqlEngine, pgEngine}, {mysqlEngine, mysqlEngine}} {
-		src, dst := dir[0], dir[1]
-		t.Run(src.name+"_to_"+dst.name, func(t *testing.T) {
-			t.Parallel()
-			e := newConfEnv(t, src, dst)
-			srcName, dstName := identName, identName
-			if src == mysqlEngine {
-				srcName = mysqlTableName(t, e.srcDB, identName)
-			}
-			if dst == mysqlEngine {
-				dstName = mysqlTableName(t, e.dstDB, identName)
-			}
-			tb := identTable(srcName)
-			tb.create(t, src, e.srcDB)
-			shards := 1
-			if src != dst {
-				shards = 2
-			}
-			plan := schemaPlan(t, e.dir, e.name, e.srcURL, e.dstURL, e.redisURL,
-				schemaTable{name: srcName, target: dstName, key: tb.key, shards: shards})
-			r := runMigrate(t, "run", "-p", plan, "--json")
-			wantCode(t, r, 0)
-			wantCode(t, runMigrate(t, "verify", "-p", plan), 0)
-			st := runMigrate(t, "status", "-p", plan, "--json")
-			wantCode(t, st, 0)
-			var status struct {
-				Tables []shardState `json:"tables"`
-			}
-			if err := json.Unmarshal([]byte(st.stdout), &status); err != nil {
-				t.Fatalf("status --json: %v\n%s", err, st)
-			}
-			if len(status.Tables) != shards || slices.ContainsFunc(status.Tables, func(s shardState) bool { return s.Table != dstName || s.State != "done" }) {
-				t.Errorf("status %+v, want %d shards of %q done", status.Tables, shards, dstName)
-			}
+	inDirections(t, directions, func(t *testing.T, e *env) {
+		src, dst := e.src, e.dst
+		e.batchSize = 7
+		srcName, dstName := identName, identName
+		if src == mysqlEngine {
+			srcName = mysqlTableName(t, e.srcDB, identName)
+		}
+		if dst == mysqlEngine {
+			dstName = mysqlTableName(t, e.dstDB, identName)
+		}
+		tb := identTable(srcName)
+		tb.create(t, src, e.srcDB)
+		shards := 1
+		if src != dst {
+			shards = 2
+		}
+		plan := e.plan(t, planTable{name: srcName, target: dstName, key: tb.key, shards: shards})
+		r := runMigrate(t, "run", "-p", plan, "--json")
+		wantCode(t, r, 0)
+		wantCode(t, runMigrate(t, "verify", "-p", plan), 0)
+		st := runMigrate(t, "status", "-p", plan, "--json")
+		wantCode(t, st, 0)
+		var status struct {
+			Tables []shardState `json:"tables"`
+		}
+		if err := json.Unmarshal([]byte(st.stdout), &status); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, st)
+		}
+		if len(status.Tables) != shards || slices.ContainsFunc(status.Tables, func(s shardState) bool { return s.Table != dstName || s.State != "done" }) {
+			t.Errorf("status %+v, want %d shards of %q done", status.Tables, shards, dstName)
+		}
 
-			want := dump(t, src, e.srcDB, srcName, tb.cols, tb.key)
-			got := dump(t, dst, e.dstDB, dstName, tb.cols, tb.key)
-			if len(want) != len(tb.rows) || len(got) != len(want) {
-				t.Fatalf("source dump %d rows, target %d, want %d", len(want), len(got), len(tb.rows))
+		want := dump(t, src, e.srcDB, srcName, tb.cols, tb.key)
+		got := dump(t, dst, e.dstDB, dstName, tb.cols, tb.key)
+		if len(want) != len(tb.rows) || len(got) != len(want) {
+			t.Fatalf("source dump %d rows, target %d, want %d", len(want), len(got), len(tb.rows))
+		}
+		for i := range want {
+			if !slices.Equal(want[i].vals, got[i].vals) {
+				t.Fatalf("row %d differs:\nsource %q\ntarget %q", i, want[i].vals, got[i].vals)
 			}
-			for i := range want {
-				if !slices.Equal(want[i].vals, got[i].vals) {
-					t.Fatalf("row %d differs:\nsource %q\ntarget %q", i, want[i].vals, got[i].vals)
-				}
-			}
-			if n := queryInt(t, e.dstDB, "SELECT count(*) FROM "+dst.quote(dstName)+" WHERE "+dst.quote("_fence")+" <= 0"); n != 0 {
-				t.Errorf("%d target rows without a fence token", n)
-			}
-			// Verification narrows down to the rows, and repair rewrites and
-			// deletes them, by the same quoted names.
-			exec1(t, e.dstDB, fmt.Sprintf("UPDATE %s SET %s = %s WHERE %s = 4", dst.quote(dstName), dst.quote("naïve"), dst.ph(1), dst.quote("Id")), "tampered")
-			insertRows(t, dst, e.dstDB, dstName, []string{"Id", "naïve", "_fence"}, [][]any{{int64(1000), "extra", int64(1)}})
-			v := runMigrate(t, "verify", "-p", plan, "--json")
-			wantCode(t, v, 3)
-			var rep struct {
-				Tables []struct {
-					Extra, Changed int64
-				} `json:"tables"`
-			}
-			if err := json.Unmarshal([]byte(v.stdout), &rep); err != nil || len(rep.Tables) != 1 || rep.Tables[0].Extra != 1 || rep.Tables[0].Changed != 1 {
-				t.Fatalf("verify: %+v (%v), want 1 changed and 1 extra row\n%s", rep, err, v)
-			}
-			wantCode(t, runMigrate(t, "repair", "-p", plan, "--delete-extra"), 0)
-			if got := dump(t, dst, e.dstDB, dstName, tb.cols, tb.key); len(got) != len(want) || !slices.EqualFunc(got, want, func(a, b dumpRow) bool { return slices.Equal(a.vals, b.vals) }) {
-				t.Errorf("the target differs from the source after repair")
-			}
-			var done int64
-			q := fmt.Sprintf("SELECT count(*) FROM _migrate_checkpoint WHERE plan = %s AND tbl = %s AND state = 'done'", dst.ph(1), dst.ph(2))
-			if err := e.dstDB.QueryRowContext(t.Context(), q, e.name, dstName).Scan(&done); err != nil || done != int64(shards) {
-				t.Errorf("%d checkpoints of %q done (%v), want %d", done, dstName, err, shards)
-			}
-		})
-	}
+		}
+		if n := queryInt(t, e.dstDB, "SELECT count(*) FROM "+dst.quote(dstName)+" WHERE "+dst.quote("_fence")+" <= 0"); n != 0 {
+			t.Errorf("%d target rows without a fence token", n)
+		}
+		// Verification narrows down to the rows, and repair rewrites and
+		// deletes them, by the same quoted names.
+		exec1(t, e.dstDB, fmt.Sprintf("UPDATE %s SET %s = %s WHERE %s = 4", dst.quote(dstName), dst.quote("naïve"), dst.ph(1), dst.quote("Id")), "tampered")
+		insertRows(t, dst, e.dstDB, dstName, []string{"Id", "naïve", "_fence"}, [][]any{{int64(1000), "extra", int64(1)}})
+		v := runMigrate(t, "verify", "-p", plan, "--json")
+		wantCode(t, v, 3)
+		var rep struct {
+			Tables []struct {
+				Extra, Changed int64
+			} `json:"tables"`
+		}
+		if err := json.Unmarshal([]byte(v.stdout), &rep); err != nil || len(rep.Tables) != 1 || rep.Tables[0].Extra != 1 || rep.Tables[0].Changed != 1 {
+			t.Fatalf("verify: %+v (%v), want 1 changed and 1 extra row\n%s", rep, err, v)
+		}
+		wantCode(t, runMigrate(t, "repair", "-p", plan, "--delete-extra"), 0)
+		if got := dump(t, dst, e.dstDB, dstName, tb.cols, tb.key); len(got) != len(want) || !slices.EqualFunc(got, want, func(a, b dumpRow) bool { return slices.Equal(a.vals, b.vals) }) {
+			t.Errorf("the target differs from the source after repair")
+		}
+		var done int64
+		q := fmt.Sprintf("SELECT count(*) FROM _migrate_checkpoint WHERE plan = %s AND tbl = %s AND state = 'done'", dst.ph(1), dst.ph(2))
+		if err := e.dstDB.QueryRowContext(t.Context(), q, e.name, dstName).Scan(&done); err != nil || done != int64(shards) {
+			t.Errorf("%d checkpoints of %q done (%v), want %d", done, dstName, err, shards)
+		}
+	})
 }

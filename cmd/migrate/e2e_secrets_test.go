@@ -3,7 +3,7 @@ package main
 // Unit tests of the CLI's own secret handling: the redaction of a panic's
 // report and the warning about passwords on the command line. The
 // end-to-end greps of every output are TestRun_NoSecretsInOutput and
-// TestWrongPassword (e2e_faults_test.go).
+// TestWrongPassword (e2e_nosecrets_test.go).
 
 import (
 	"bytes"

@@ -22,11 +22,11 @@ func TestSetup_KilledAtEachStep(t *testing.T) {
 		name  string
 		shard int // the checkpoint insert to stop at; -1: the first statement on the checkpoints
 	}{{"before_checkpoints", -1}, {"between_checkpoints", 1}, {"last_checkpoint", 2}}
-	for _, dst := range []string{"postgres", "mysql"} {
+	for _, dst := range []*engine{pgEngine, mysqlEngine} {
 		for _, step := range steps {
-			t.Run(dst+"/"+step.name, func(t *testing.T) {
+			t.Run(dst.name+"/"+step.name, func(t *testing.T) {
 				t.Parallel()
-				e := newConfEnv(t, pgEngine, engines[dst])
+				e := newEnv(t, pgEngine, dst)
 				// The helper tables exist, as on any target a plan has run on.
 				seed := &table{name: "seed", key: []string{"id"}, cols: []col{{"id", "bigint", kNum}}, rows: [][]any{{int64(1)}}}
 				seed.create(t, e.src, e.srcDB)
@@ -49,7 +49,7 @@ func TestSetup_KilledAtEachStep(t *testing.T) {
 				wantCode(t, r, 0)
 				assertSameDump(t, e, tb, n)
 				for shard := range 3 {
-					if cp, ok := e.checkpointOf(t, e.dstDB, tb.name, shard); !ok || cp.state != "done" {
+					if cp, ok := e.checkpointOf(t, tb.name, shard); !ok || cp.state != "done" {
 						t.Errorf("shard %d: checkpoint %+v (found %v), want done", shard, cp, ok)
 					}
 				}
@@ -62,7 +62,7 @@ func TestSetup_KilledAtEachStep(t *testing.T) {
 // statement on the checkpoints needs: the checkpoint row of shard (an
 // uncommitted insert of it), or with shard < 0 the checkpoint table itself.
 // The returned func lets go.
-func blockSetup(t *testing.T, e *confEnv, table string, shard int) func() {
+func blockSetup(t *testing.T, e *env, table string, shard int) func() {
 	t.Helper()
 	ctx := t.Context()
 	conn, err := e.dstDB.Conn(ctx)
@@ -109,7 +109,7 @@ func blockSetup(t *testing.T, e *confEnv, table string, shard int) func() {
 // the test's waits for a lock in a statement naming table (MySQL, where
 // that needs the PROCESS privilege: has run such a statement for a second,
 // which only a held lock makes it do here).
-func waitBlocked(t *testing.T, e *confEnv, p *proc, table string) {
+func waitBlocked(t *testing.T, e *env, p *proc, table string) {
 	t.Helper()
 	q := `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'
   AND pid <> pg_backend_pid() AND strpos(query, $1) > 0`
@@ -143,10 +143,10 @@ WHERE db = DATABASE() AND id <> CONNECTION_ID() AND command IN ('Query', 'Execut
 // the soak with a 2s TTL); setup now tries the lock until it is granted.
 func TestSetup_WaitsForAnotherSetup(t *testing.T) {
 	t.Parallel()
-	for _, dst := range []string{"postgres", "mysql"} {
-		t.Run(dst, func(t *testing.T) {
+	for _, dst := range []*engine{pgEngine, mysqlEngine} {
+		t.Run(dst.name, func(t *testing.T) {
 			t.Parallel()
-			e := newConfEnv(t, pgEngine, engines[dst])
+			e := newEnv(t, pgEngine, dst)
 			e.leaseTTL = "1s"
 			tb := bigTable(100)
 			tb.create(t, e.src, e.srcDB)

@@ -59,14 +59,16 @@ func readStatus(t *testing.T, plan string) statusReport {
 // the 30s lease.
 func TestStatus_RateAndETA(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	// PostgreSQL source: rows_estimated must be exact, as reltuples is after
+	// ANALYZE; MySQL's estimate (information_schema TABLE_ROWS) is a sample.
+	e := newEnv(t, pgEngine, pgEngine)
 	const n, perShard = 300000, 100000 // ids 1..n: shard i holds (i*perShard, (i+1)*perShard]
 	e.batchSize, e.leaseTTL = 500, "30s"
-	seedBig(t, e.src, "big", n)
-	exec1(t, e.src, `ANALYZE big`) // the estimate the holders publish
+	seedBig(t, e, "big", n)
+	exec1(t, e.srcDB, `ANALYZE big`) // the estimate the holders publish
 	// Each shard stops at the first row of its batch past the middle.
-	g := gateBig(t, e, fmt.Sprintf("NEW.id %% %d > %d", perShard, perShard/2))
-	plan := e.writePlan(t, tableSpec{name: "big", key: []string{"id"}, shards: 3})
+	g := e.gateBig(t, fmt.Sprintf("NEW.id %% %d > %d", perShard, perShard/2))
+	plan := e.plan(t, planTable{name: "big", key: []string{"id"}, shards: 3})
 	p := startMigrate(t, "run", "-p", plan, "--instance", "a", "--parallel", "2", "--no-verify")
 	g.waitHeld(t, p, 2)
 

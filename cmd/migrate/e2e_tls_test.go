@@ -81,15 +81,15 @@ func TestTLS_AllEnds(t *testing.T) {
 	rd := testsvc.StartRedisTLS(t, certs, tlsRedisPassword)
 
 	const rows = 20000
-	e := &env{name: testsvc.Prefix(t), srcURL: pgURL, dstURL: myURL, redisURL: rd.URL,
-		leaseTTL: "30s", batchSize: 1000, planDir: t.TempDir()}
-	e.src = testsvc.OpenPostgres(t, pgURL)
-	seedBig(t, e.src, "big", rows)
+	e := bareEnv(t, pgEngine, mysqlEngine)
+	e.srcURL, e.dstURL, e.redisURL = pgURL, myURL, rd.URL
+	e.srcDB = testsvc.OpenPostgres(t, pgURL)
+	seedBig(t, e, "big", rows)
 	dst := my.OpenRoot(t, "migrate") // over the socket: the check does not depend on the code under test
-	spec := tableSpec{name: "public.big", key: []string{"id"}, columns: bigColumns}
+	spec := planTable{name: "public.big", key: []string{"id"}, columns: bigSpec("big").colNames()}
 
 	t.Run("copy", func(t *testing.T) {
-		r := runMigrate(t, "run", "-p", e.writePlan(t, spec), "--json", "--instance", "tls-a")
+		r := runMigrate(t, "run", "-p", e.plan(t, spec), "--json", "--instance", "tls-a")
 		wantCode(t, r, 0)
 		assertNoPasswords(t, r)
 		var rep runReport
@@ -97,7 +97,7 @@ func TestTLS_AllEnds(t *testing.T) {
 		if rep.RowsWritten != rows || rep.Verify == nil || !rep.Verify.Equal {
 			t.Fatalf("rows written %d, verify %+v; want %d rows and equal\n%s", rep.RowsWritten, rep.Verify, rows, r)
 		}
-		src, got := bigRows(t, e.src, "public.big"), bigRows(t, dst, "big")
+		src, got := bigRows(t, e.srcDB, "public.big"), bigRows(t, dst, "big")
 		if len(src) != rows || len(got) != rows {
 			t.Fatalf("source %d rows, target %d rows, want %d each", len(src), len(got), rows)
 		}
@@ -118,7 +118,7 @@ func TestTLS_AllEnds(t *testing.T) {
 			t.Errorf("MariaDB Ssl_accepts = %q (%v), want TLS handshakes", accepts, err)
 		}
 
-		r = runMigrate(t, "verify", "-p", e.writePlan(t, spec))
+		r = runMigrate(t, "verify", "-p", e.plan(t, spec))
 		wantCode(t, r, 0)
 		assertNoPasswords(t, r)
 	})
@@ -135,9 +135,9 @@ func TestTLS_AllEnds(t *testing.T) {
 	}
 	for _, c := range wrongCA {
 		t.Run("wrong CA "+c.name, func(t *testing.T) {
-			e := &env{name: testsvc.Prefix(t), srcURL: c.src, dstURL: c.dst, redisURL: c.redisURL,
-				leaseTTL: "30s", batchSize: 1000, planDir: t.TempDir()}
-			r := runMigrate(t, "run", "-p", e.writePlan(t, spec), "--no-verify")
+			e := bareEnv(t, pgEngine, mysqlEngine)
+			e.srcURL, e.dstURL, e.redisURL = c.src, c.dst, c.redisURL
+			r := runMigrate(t, "run", "-p", e.plan(t, spec), "--no-verify")
 			wantCode(t, r, 1)
 			assertNoPasswords(t, r)
 			var line string
@@ -157,9 +157,9 @@ func TestTLS_AllEnds(t *testing.T) {
 	// refused, not quietly sent in clear.
 	t.Run("postgres require without SSL", func(t *testing.T) {
 		plain := withQuery(t, testsvc.NewPostgresDB(t), "sslmode", "require")
-		e := &env{name: testsvc.Prefix(t), srcURL: plain, dstURL: myURL, redisURL: rd.URL,
-			leaseTTL: "30s", batchSize: 1000, planDir: t.TempDir()}
-		r := runMigrate(t, "run", "-p", e.writePlan(t, spec), "--no-verify")
+		e := bareEnv(t, pgEngine, mysqlEngine)
+		e.srcURL, e.dstURL, e.redisURL = plain, myURL, rd.URL
+		r := runMigrate(t, "run", "-p", e.plan(t, spec), "--no-verify")
 		wantCode(t, r, 1)
 		assertNoPasswords(t, r)
 		var line string

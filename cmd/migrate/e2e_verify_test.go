@@ -63,17 +63,17 @@ func TestVerify(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
-		run  func(t *testing.T, e *confEnv)
+		run  func(t *testing.T, e *env)
 	}{
 		{"equal_copy", verifyEqualCopy},
 		{"tampered_target", verifyTampered},
 	}
 	for _, dir := range directions {
-		t.Run(dir.src+"_to_"+dir.dst, func(t *testing.T) {
+		t.Run(dir.String(), func(t *testing.T) {
 			for _, c := range cases {
 				t.Run(c.name, func(t *testing.T) {
 					t.Parallel()
-					c.run(t, newConfEnv(t, engines[dir.src], engines[dir.dst]))
+					c.run(t, newEnv(t, dir.src, dir.dst))
 				})
 			}
 		})
@@ -102,7 +102,7 @@ func runVerify(t *testing.T, code int, args ...string) verifyOut {
 
 // wantMethod checks that a pair on one engine was verified by chunk
 // checksums, a pair across engines row by row.
-func wantMethod(t *testing.T, e *confEnv, got verifyTable) {
+func wantMethod(t *testing.T, e *env, got verifyTable) {
 	t.Helper()
 	want := "rows"
 	if e.src == e.dst {
@@ -122,7 +122,7 @@ func wantCounts(t *testing.T, got verifyTable, name string, src, dst, missing, e
 }
 
 // runOrders seeds the orders table, copies it cleanly and returns the plan.
-func runOrders(t *testing.T, e *confEnv) (*table, string) {
+func runOrders(t *testing.T, e *env) (*table, string) {
 	t.Helper()
 	tb := ordersTable()
 	tb.create(t, e.src, e.srcDB)
@@ -141,7 +141,7 @@ func runOrders(t *testing.T, e *confEnv) (*table, string) {
 	return tb, plan
 }
 
-func verifyEqualCopy(t *testing.T, e *confEnv) {
+func verifyEqualCopy(t *testing.T, e *env) {
 	tb, plan := runOrders(t, e)
 	n := int64(len(tb.rows))
 	for _, args := range [][]string{{"-p", plan}, {"-p", plan, "--table", tb.name}} {
@@ -174,7 +174,7 @@ func tableLine(out, name string) []string {
 }
 
 // tamper runs one statement on the target that must change want rows.
-func tamper(t *testing.T, e *confEnv, want int64, q string, args ...any) {
+func tamper(t *testing.T, e *env, want int64, q string, args ...any) {
 	t.Helper()
 	res, err := e.dstDB.ExecContext(t.Context(), q, args...)
 	if err != nil {
@@ -185,7 +185,7 @@ func tamper(t *testing.T, e *confEnv, want int64, q string, args ...any) {
 	}
 }
 
-func verifyTampered(t *testing.T, e *confEnv) {
+func verifyTampered(t *testing.T, e *env) {
 	tb, plan := runOrders(t, e)
 	n := int64(len(tb.rows))
 	q, ph := e.dst.quote, e.dst.ph
@@ -280,7 +280,7 @@ func verifyTampered(t *testing.T, e *confEnv) {
 // the files).
 func TestVerify_Golden(t *testing.T) {
 	t.Parallel()
-	e := newConfEnv(t, pgEngine, pgEngine)
+	e := newEnv(t, pgEngine, pgEngine)
 	at := time.Date(2024, 2, 29, 23, 59, 59, 999999000, time.UTC)
 	tb := &table{name: "gold", key: []string{"id"}, cols: []col{
 		{"id", "bigint", kNum}, {"name", "varchar", kText}, {"amount", "decimal", kNum}, {"at", "timestamptz", kTime}, {"doc", "json", kJSON},

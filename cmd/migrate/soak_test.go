@@ -107,18 +107,18 @@ type soakProc struct {
 }
 
 func newSoak(t *testing.T, rows int) *soak {
-	e := newEnv(t)
+	e := newEnv(t, pgEngine, pgEngine) // its stale-write detector is a PostgreSQL statement trigger
 	e.batchSize, e.leaseTTL = soakBatch, soakTTL.String()
 	// every fault is a takeover: never halt for too many of them
 	e.extra = "max_takeovers: 100000\n"
 	s := &soak{e: e, redis: testsvc.StartRedis(t, false), rows: rows, faults: map[string]int{}, exits: map[string]int{}}
 	e.redisURL = s.redis.URL
-	seedBig(t, e.src, "big", rows)
+	seedBig(t, e, "big", rows)
 	// The stale-write detector: after each statement writing a target
 	// table, rows whose token is below their shard's watermark right then
 	// are recorded (in the writer's transaction: only if it commits).
-	exec1(t, e.dst, `CREATE TABLE soak_stale (tbl text, id bigint, token bigint, watermark bigint, at timestamptz DEFAULT clock_timestamp())`)
-	exec1(t, e.dst, `CREATE FUNCTION soak_check() RETURNS trigger LANGUAGE plpgsql AS $$
+	exec1(t, e.dstDB, `CREATE TABLE soak_stale (tbl text, id bigint, token bigint, watermark bigint, at timestamptz DEFAULT clock_timestamp())`)
+	exec1(t, e.dstDB, `CREATE FUNCTION soak_check() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO soak_stale (tbl, id, token, watermark)
   SELECT TG_TABLE_NAME, n.id, n._fence, f.token
@@ -141,7 +141,7 @@ func (s *soak) planFor(t *testing.T, name, table, target, redis string) string {
 	if target != "" {
 		e.dstURL, e.redisURL = target, redis
 	}
-	plan := e.writePlan(t, tableSpec{name: "big", target: table, key: []string{"id"}, shards: soakShards})
+	plan := e.plan(t, planTable{name: "big", target: table, key: []string{"id"}, shards: soakShards})
 	s.e.plans = e.plans // the next plan gets a file of its own
 	return plan
 }
@@ -182,9 +182,9 @@ func (s *soak) round(t *testing.T, n int, deadline time.Time) {
 	begin := time.Now()
 	name := fmt.Sprintf("%s-r%d", s.e.name, n)
 	table := fmt.Sprintf("big_r%d", n)
-	exec1(t, s.e.dst, `CREATE TABLE `+table+` (id bigint PRIMARY KEY, payload text, n integer, _fence bigint NOT NULL DEFAULT 0)`)
+	exec1(t, s.e.dstDB, `CREATE TABLE `+table+` (id bigint PRIMARY KEY, payload text, n integer, _fence bigint NOT NULL DEFAULT 0)`)
 	for _, ev := range []string{"INSERT", "UPDATE"} {
-		exec1(t, s.e.dst, fmt.Sprintf(`CREATE TRIGGER soak_%s AFTER %s ON %s REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION soak_check(%s)`,
+		exec1(t, s.e.dstDB, fmt.Sprintf(`CREATE TRIGGER soak_%s AFTER %s ON %s REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION soak_check(%s)`,
 			strings.ToLower(ev), ev, table, quoteLit(name)))
 	}
 	var live, all []*soakProc
@@ -274,10 +274,10 @@ func (s *soak) round(t *testing.T, n int, deadline time.Time) {
 	if v.code != 0 {
 		t.Errorf("round %d: verify exit %d:\n%s\n%s", n, v.code, v.stdout, v.stderr)
 	}
-	rd.staleAccepted = queryInt(t, s.e.dst, `SELECT count(*) FROM soak_stale WHERE tbl = $1`, table)
+	rd.staleAccepted = queryInt(t, s.e.dstDB, `SELECT count(*) FROM soak_stale WHERE tbl = $1`, table)
 	s.stale += rd.staleAccepted
 	s.rounds = append(s.rounds, rd)
-	exec1(t, s.e.dst, `DROP TABLE `+table) // keep the target small over a long soak
+	exec1(t, s.e.dstDB, `DROP TABLE `+table) // keep the target small over a long soak
 }
 
 // fault injects one random fault and returns how to end it and when.
