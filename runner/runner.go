@@ -202,18 +202,23 @@ func (r *Runner) Ping(ctx context.Context) error {
 	return r.whileUnavailable(ctx, "unavailable at start, retrying", func() error { return r.pingOnce(ctx) })
 }
 
-// whileUnavailable runs fn again, with backoff, while it fails because a
-// database or Redis dropped or reset the connection (dialect.Unavailable
-// but not refused), for up to max_outage.
+// whileUnavailable is WhileUnavailable for up to the plan's max_outage.
 func (r *Runner) whileUnavailable(ctx context.Context, msg string, fn func() error) error {
+	return WhileUnavailable(ctx, r.plan.MaxOutage, r.log, msg, fn)
+}
+
+// WhileUnavailable runs fn again, with backoff, while it fails because a
+// database or Redis dropped or reset the connection (dialect.Unavailable
+// but not refused), for up to maxOutage; each retry is logged with msg.
+func WhileUnavailable(ctx context.Context, maxOutage time.Duration, log *slog.Logger, msg string, fn func() error) error {
 	kind := func(err error) retry.Kind {
 		if ctx.Err() == nil && dialect.Classify(err) == dialect.Unavailable && !errors.Is(err, syscall.ECONNREFUSED) {
 			return retry.Outage
 		}
 		return retry.Final
 	}
-	err := retry.Do(ctx, &retry.Budget{MaxOutage: r.plan.MaxOutage}, fn, kind, func(err error, _ retry.Kind, attempt int, wait time.Duration) {
-		r.log.Warn(msg, "err", err, "attempt", attempt, "backoff", wait)
+	err := retry.Do(ctx, &retry.Budget{MaxOutage: maxOutage}, fn, kind, func(err error, _ retry.Kind, attempt int, wait time.Duration) {
+		log.Warn(msg, "err", err, "attempt", attempt, "backoff", wait)
 	})
 	if ex := (*retry.Exhausted)(nil); errors.As(err, &ex) {
 		return ex.Err

@@ -29,12 +29,21 @@ func openRunner(ctx context.Context, plan *plans.Plan, opts runner.Options, targ
 		runner.New(plan, opts, svc).Close()
 		return nil, err
 	}
+	// Opening a MySQL pool asks the server its version (Detect): a server
+	// briefly unavailable at start is waited out here as Ping waits.
+	open := func(dsn plans.DSN, s dialect.Session) (db *sql.DB, d dialect.Dialect, err error) {
+		err = runner.WhileUnavailable(ctx, plan.MaxOutage, opts.Log, "unavailable at start, retrying", func() (err error) {
+			db, d, err = openDB(ctx, dsn, s)
+			return err
+		})
+		return db, d, err
+	}
 	var err error
-	if svc.Target, svc.TargetSQL, err = openDB(ctx, plan.Target, dialect.SessionFor(plan.LeaseTTL)); err != nil {
+	if svc.Target, svc.TargetSQL, err = open(plan.Target, dialect.SessionFor(plan.LeaseTTL)); err != nil {
 		return fail(fmt.Errorf("target %s: %w", plan.Target, err))
 	}
 	if !targetOnly {
-		if svc.Source, svc.SourceSQL, err = openDB(ctx, plan.Source, dialect.Session{RawTimes: true}); err != nil {
+		if svc.Source, svc.SourceSQL, err = open(plan.Source, dialect.Session{RawTimes: true}); err != nil {
 			return fail(fmt.Errorf("source %s: %w", plan.Source, err))
 		}
 	}
