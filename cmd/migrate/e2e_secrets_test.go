@@ -34,26 +34,6 @@ func passwordForms(pw string) map[string]string {
 	}
 }
 
-func TestSecrets_RedactPasswords(t *testing.T) {
-	t.Parallel()
-	other := "second-pw"
-	for name, form := range passwordForms(testPassword) {
-		in := "before " + form + " middle " + other + " after"
-		got := redactPasswords(in, []string{testPassword, "", other})
-		for _, f := range passwordForms(testPassword) {
-			if strings.Contains(got, f) {
-				t.Errorf("%s form: %q still holds the password", name, got)
-			}
-		}
-		if !strings.HasPrefix(got, "before ") || !strings.HasSuffix(got, " middle xxxxx after") || !strings.Contains(got, "xxxxx") {
-			t.Errorf("%s form: %q, want the rest of the text kept and the passwords as xxxxx", name, got)
-		}
-	}
-	if got := redactPasswords("nothing to hide", nil); got != "nothing to hide" {
-		t.Errorf("no passwords: %q", got)
-	}
-}
-
 func TestSecrets_PanicRedacted(t *testing.T) {
 	t.Parallel()
 	d, err := plans.ParseDSN("postgres://" + url.UserPassword("u", testPassword).String() + "@127.0.0.1:5432/db")

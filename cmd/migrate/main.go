@@ -129,15 +129,9 @@ func guard(stderr io.Writer, fn func() int) (code int) {
 	defer func() {
 		if v := recover(); v != nil {
 			msg := fmt.Sprintf("internal error: %v\n\n%s", v, debug.Stack())
-			fmt.Fprint(stderr, redactPasswords(msg, passwordsKnown()))
+			fmt.Fprint(stderr, plans.Redact(msg, passwordsKnown()))
 			code = exitInternal
 		}
 	}()
 	return fn()
-}
-
-// redactPasswords is plans.Redact: every password in s, in any form
-// printing may have put it in, becomes xxxxx.
-func redactPasswords(s string, passwords []string) string {
-	return plans.Redact(s, passwords)
 }
