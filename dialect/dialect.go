@@ -130,6 +130,7 @@ type Dialect interface {
 	Fence
 	Checkpoint
 	Drill
+	Definitions
 }
 
 // Conn is how an engine is connected to, how its identifiers are quoted,

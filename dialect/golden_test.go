@@ -197,8 +197,11 @@ func TestGolden_EveryMethod(t *testing.T) {
 			t.Errorf("golden case %s/%s: Dialect has no method %s", c.method, c.name, c.method)
 		}
 	}
+	// The readers of Definitions run their queries (several, assembled):
+	// their tests run them against the servers (def_db_test.go).
+	readers := []string{"ListTables", "ReadTable", "NotMigrated"}
 	for _, m := range dialect {
-		if cased[m] == 0 {
+		if cased[m] == 0 && !slices.Contains(readers, m) {
 			t.Errorf("Dialect.%s has no golden case: add one to goldenCases (golden_cases_test.go) and run -update", m)
 		}
 	}

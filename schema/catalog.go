@@ -9,7 +9,6 @@ package schema
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -19,7 +18,7 @@ import (
 )
 
 // ErrNoTable means a table does not exist.
-var ErrNoTable = errors.New("table does not exist")
+var ErrNoTable = dialect.ErrNoTable
 
 // Querier is a pool, a connection or a transaction.
 type Querier interface {

@@ -19,6 +19,9 @@ type Column struct {
 	Type    string // the engine's own type text, e.g. "numeric(12,2)"
 	Base    string // the type's name without modifiers, lower case, e.g. "numeric"
 	NotNull bool
+	// Values are the members of an ENUM or SET (MySQL) or the labels of
+	// an enum type (PostgreSQL), in order; nil for other types.
+	Values []string
 }
 
 // Kind is how a column's values are compared: the canonical form two

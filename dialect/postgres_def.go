@@ -1,0 +1,16 @@
+package dialect
+
+import "context"
+
+// ListTables implements Definitions.
+func (p Postgres) ListTables(ctx context.Context, db Querier) ([][]string, error) { return nil, nil }
+
+// ReadTable implements Definitions.
+func (p Postgres) ReadTable(ctx context.Context, db Querier, table []string) (*TableDef, error) {
+	return nil, ErrNoTable
+}
+
+// NotMigrated implements Definitions.
+func (p Postgres) NotMigrated(ctx context.Context, db Querier, tables [][]string) ([]Object, error) {
+	return nil, nil
+}
