@@ -13,7 +13,7 @@ import (
 
 // The keys a plan file may use.
 var (
-	planKeys  = []string{"name", "source", "target", "redis", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "tables"}
+	planKeys  = []string{"name", "source", "target", "redis", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "include", "exclude", "tables"}
 	tableKeys = []string{"name", "target", "key", "columns", "shards", "types"}
 )
 
@@ -66,10 +66,15 @@ func (d *decoder) decode(data []byte) (*Plan, *planPos) {
 			d.duration(f, key, v, &p.TakeoverWindow)
 		case "max_outage":
 			d.duration(f, key, v, &p.MaxOutage)
+		case "include":
+			d.list(f, key, v, &p.Include)
+		case "exclude":
+			d.list(f, key, v, &p.Exclude)
 		case "tables":
 			d.tables(p, pp, v)
 		}
 	})
+	p.Discover = !f.has("tables") || p.Include != nil || p.Exclude != nil
 	return p, pp
 }
 
@@ -115,7 +120,7 @@ func (d *decoder) tables(p *Plan, pp *planPos, n *yaml.Node) {
 		pp.tables = append(pp.tables, tf)
 		t := Table{Shards: DefaultShards, Line: item.Line, Column: item.Column}
 		if item.Kind != yaml.MappingNode {
-			d.probs.add("", d.at(item), "each table must be a mapping with at least name and key")
+			d.probs.add("", d.at(item), "each table must be a mapping with at least a name")
 			tf.broken = true
 			p.Tables = append(p.Tables, t)
 			continue

@@ -21,19 +21,26 @@ type Overrides struct {
 	Key         string // comma-separated key columns of the selected table
 	Columns     string // comma-separated columns of the selected table (optional)
 	Shards      int    // shards of the selected table
+	// Include and Exclude are comma-separated glob patterns: they turn
+	// discovery on (Plan.Discover) and narrow it.
+	Include, Exclude string
 
 	BatchSize int           // rows per batch
 	LeaseTTL  time.Duration // lease time to live
 }
 
-// FromFlags builds the plan-less form: one table, everything from flags.
-// Source, target, redis, table and key are required; the name defaults to a
-// slug of the table name ("public.orders" gives "public-orders").
+// FromFlags builds the plan-less form: one table, everything from flags,
+// or with Include or Exclude and no table every table found. Source, target
+// and redis are required; the name defaults to a slug of the table name
+// ("public.orders" gives "public-orders") or of the include patterns.
 func FromFlags(o Overrides) (*Plan, error) {
 	p := withDefaults()
 	pp := &planPos{fields: newFields("", flagsPos)}
 	if o.Name == "" {
 		o.Name = slug(o.Table)
+		if o.Table == "" && (o.Include != "" || o.Exclude != "") {
+			o.Name = slug("all " + o.Include)
+		}
 	}
 	_, ps := apply(p, pp, o)
 	ps = append(ps, validate(p, pp)...)
@@ -106,6 +113,14 @@ func apply(p *Plan, pp *planPos, o Overrides) (map[string]bool, problems) {
 	if o.LeaseTTL != 0 {
 		p.LeaseTTL = o.LeaseTTL
 		set(f, "lease_ttl")
+	}
+	if o.Include != "" {
+		p.Include, p.Discover = splitList(o.Include), true
+		set(f, "include")
+	}
+	if o.Exclude != "" {
+		p.Exclude, p.Discover = splitList(o.Exclude), true
+		set(f, "exclude")
 	}
 
 	i, ok := pickTable(p, pp, o, &ps)

@@ -61,10 +61,7 @@ func TestFromFlags(t *testing.T) {
 	}{
 		{"nothing", Overrides{}, []string{
 			"flags: name is required", "flags: source is required", "flags: target is required",
-			"flags: redis is required", "flags: table is required",
-		}},
-		{"no key", withFlags(func(o *Overrides) { o.Table = "t" }), []string{
-			`flags: table "t": key is required (the business key columns, e.g. key: [id])`,
+			"flags: redis is required", "flags: table is required (or --include to copy every table that matches)",
 		}},
 		{"bad values", withFlags(func(o *Overrides) {
 			o.Name, o.Table, o.Key, o.Columns, o.Shards, o.BatchSize, o.LeaseTTL = "Bad!", "t", "id,,id", "x", -1, 200000, time.Millisecond

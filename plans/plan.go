@@ -53,7 +53,16 @@ type Plan struct {
 	// stay unreachable, restarting or failing over before a shard halts;
 	// such failures do not count against MaxRetries.
 	MaxOutage time.Duration
-	Tables    []Table // at least one
+	// Discover: the tables are found in the source (a plan with no
+	// tables list, or with include or exclude): every base table whose
+	// name matches an Include pattern (all when none) and no Exclude
+	// pattern, plus the tables listed, which override what is found
+	// (Resolve). Patterns are globs (path.Match) over "schema.table"
+	// when they hold a dot, else over the table's name.
+	Discover bool
+	Include  []string
+	Exclude  []string
+	Tables   []Table // at least one once resolved
 }
 
 // withDefaults is a plan with every default set, before the file or the
@@ -74,7 +83,7 @@ func withDefaults() *Plan {
 type Table struct {
 	Name    string            // source table, optionally schema-qualified ("public.orders")
 	Target  string            // target table; defaults to Name
-	Key     []string          // business key columns, in order; at least one
+	Key     []string          // business key columns, in order; nil: the source's primary key, else a NOT NULL unique index (Resolve)
 	Columns []string          // columns to copy; nil means every source column
 	Shards  int               // key ranges, each with its own lease and cursor; default 1, 1..1024
 	Types   map[string]string // column -> target type text, for a created target table; overrides the mapping

@@ -2,6 +2,7 @@ package plans
 
 import (
 	"fmt"
+	"path"
 	"strings"
 	"time"
 )
@@ -72,10 +73,23 @@ func validate(p *Plan, pp *planPos) problems {
 	check("max_takeovers", p.MaxTakeovers < 1, "max_takeovers %d must be at least 1", p.MaxTakeovers)
 	check("takeover_window", p.TakeoverWindow <= 0, "takeover_window %v must be positive", p.TakeoverWindow)
 	check("max_outage", p.MaxOutage < 0, "max_outage %v must not be negative (0: an unreachable database counts against max_retries)", p.MaxOutage)
-	if f.where("tables").file == "" {
-		check("tables", len(p.Tables) == 0, "table is required")
-	} else {
-		check("tables", len(p.Tables) == 0, "at least one table is required (tables: - name: ..., key: [...])")
+	switch {
+	case p.Discover:
+		for _, name := range []string{"include", "exclude"} {
+			pats := p.Include
+			if name == "exclude" {
+				pats = p.Exclude
+			}
+			for j, pat := range pats {
+				if _, err := path.Match(pat, ""); err != nil || pat == "" {
+					ps.add(f.tag(name), f.item(name, j), "%s pattern %s is not a glob (e.g. \"public.*\", \"audit_*\")", name, f.showItem(name, j, pat))
+				}
+			}
+		}
+	case f.where("tables").file == "":
+		check("tables", len(p.Tables) == 0, "table is required (or --include to copy every table that matches)")
+	default:
+		check("tables", len(p.Tables) == 0, "at least one table is required (tables: - name: ...), or leave tables out to copy every table of the source")
 	}
 
 	// Leases, checkpoints and fence rows are per target table: two tables
@@ -149,12 +163,8 @@ func validateTable(t Table, tf *fields, i int, fence string) problems {
 	check("shards", t.Shards < 1 || t.Shards > MaxShards, "shards %d is out of range 1..%d", t.Shards, MaxShards)
 
 	if !tf.bad["key"] {
-		if len(t.Key) == 0 {
-			msg := "key is required (the business key columns, e.g. key: [id])"
-			if tf.has("key") {
-				msg = "key must name at least one column"
-			}
-			ps.add(tf.tag("key"), tf.where("key"), "%s%s", label, msg)
+		if len(t.Key) == 0 && tf.has("key") && tf.where("key") != flagsPos {
+			ps.add(tf.tag("key"), tf.where("key"), "%skey must name at least one column (leave it out for the primary key)", label)
 		}
 		ps = append(ps, checkColumns(tf, "key", t.Key, label, fence)...)
 	}
