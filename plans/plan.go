@@ -63,6 +63,7 @@ type Plan struct {
 	Include  []string
 	Exclude  []string
 	Tables   []Table // at least one once resolved
+	resolved bool
 }
 
 // withDefaults is a plan with every default set, before the file or the

@@ -93,8 +93,14 @@ func (p *Plan) Resolve(found []Found, lookup func(name string) (Found, error)) e
 		}
 		seen[t.Target] = t.Name
 	}
-	p.Tables = tables
+	p.Tables, p.resolved = tables, true
 	return nil
+}
+
+// Unresolved reports whether the plan's tables are still to be found in
+// its source (Resolve): it discovers, or a table has no key yet.
+func (p *Plan) Unresolved() bool {
+	return !p.resolved && (p.Discover || slices.ContainsFunc(p.Tables, func(t Table) bool { return t.Key == nil }))
 }
 
 // selects reports whether discovery copies a table: it matches an include

@@ -13,6 +13,7 @@ import (
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/records"
 	"github.com/migrate-dev/migrate/runner"
+	"github.com/migrate-dev/migrate/schema"
 )
 
 // openRunner is the wiring of every command that works a plan: it
@@ -42,10 +43,13 @@ func openRunner(ctx context.Context, plan *plans.Plan, opts runner.Options, targ
 	if svc.Target, svc.TargetSQL, err = open(plan.Target, dialect.SessionFor(plan.LeaseTTL)); err != nil {
 		return fail(fmt.Errorf("target %s: %w", plan.Target, err))
 	}
-	if !targetOnly {
+	if !targetOnly || plan.Unresolved() {
 		if svc.Source, svc.SourceSQL, err = open(plan.Source, dialect.Session{RawTimes: true}); err != nil {
 			return fail(fmt.Errorf("source %s: %w", plan.Source, err))
 		}
+	}
+	if err := resolve(ctx, plan, svc.Source, svc.SourceSQL); err != nil {
+		return fail(err)
 	}
 	targetSQL := svc.TargetSQL
 	svc.OpenScan = func(ctx context.Context) (*sql.DB, error) {
@@ -70,6 +74,17 @@ func openRunner(ctx context.Context, plan *plans.Plan, opts runner.Options, targ
 		return nil, err
 	}
 	return r, nil
+}
+
+// resolve finds the plan's tables and keys in its source when it needs
+// them (plans.Plan.Unresolved), waiting out a source briefly unavailable.
+func resolve(ctx context.Context, plan *plans.Plan, src *sql.DB, d dialect.Dialect) error {
+	if !plan.Unresolved() {
+		return nil
+	}
+	return runner.WhileUnavailable(ctx, plan.MaxOutage, slog.New(slog.DiscardHandler), "source unavailable, retrying", func() error {
+		return schema.Resolve(ctx, src, d, plan)
+	})
 }
 
 // openDB opens a pool on dsn with the dialect of its engine, refined by

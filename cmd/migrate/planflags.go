@@ -34,7 +34,9 @@ func (pf *planFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&pf.o.Name, "name", "", "plan name (plan-less form; default from the table)")
 	fs.StringVar(&pf.o.Table, "table", "", "source table (plan-less form), or the one plan table to use")
 	fs.StringVar(&pf.o.TargetTable, "target-table", "", "target table name (default: the source table's)")
-	fs.StringVar(&pf.o.Key, "key", "", "business key columns, comma-separated")
+	fs.StringVar(&pf.o.Key, "key", "", "business key columns, comma-separated (default: the primary key)")
+	fs.StringVar(&pf.o.Include, "include", "", "copy every source table matching these globs, comma-separated (\"public.*\", \"audit_*\")")
+	fs.StringVar(&pf.o.Exclude, "exclude", "", "leave out the tables matching these globs, comma-separated")
 	fs.StringVar(&pf.o.Columns, "columns", "", "copied columns, comma-separated (default: all)")
 	fs.IntVar(&pf.o.Shards, "shards", 0, "key ranges, each with its own lease (default 1)")
 	fs.IntVar(&pf.o.BatchSize, "batch-size", 0, "rows per batch (default 1000)")
@@ -63,8 +65,8 @@ func (pf *planFlags) loadPlan() (*plans.Plan, error) {
 		}
 		return p, err
 	}
-	if pf.o.Table == "" {
-		return nil, usageError{"no plan: give -p PLAN, or --source, --target, --redis, --table and --key"}
+	if pf.o.Table == "" && pf.o.Include == "" && pf.o.Exclude == "" {
+		return nil, usageError{"no plan: give -p PLAN, or --source, --target, --redis and --table (or --include to copy every table that matches)"}
 	}
 	return plans.FromFlags(pf.o)
 }

@@ -5,16 +5,19 @@ import (
 	"flag"
 	"fmt"
 	"io"
+
+	"github.com/migrate-dev/migrate/dialect"
 )
 
-// validateCmd is `migrate validate`: parse and check a plan, connect to
-// nothing.
-func validateCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+// validateCmd is `migrate validate`: parse and check a plan; connect to
+// nothing unless the plan's tables or keys are to be found in its source,
+// which it then reads (never writes).
+func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	var pf planFlags
 	pf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate validate -p PLAN\n\nChecks the plan file (errors name file:line:column); connects to nothing.\nExample: migrate validate -p orders.yaml")
+		fmt.Fprintln(fs.Output(), "usage: migrate validate -p PLAN\n\nChecks the plan file (errors name file:line:column). It connects to nothing,\nunless the plan discovers its tables (no tables list, or include/exclude) or\nleaves a key out: then it reads the source's catalog and prints the tables found.\nExample: migrate validate -p orders.yaml")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -23,6 +26,16 @@ func validateCmd(_ context.Context, args []string, stdout, stderr io.Writer) err
 	p, err := pf.load()
 	if err != nil {
 		return err
+	}
+	if p.Unresolved() {
+		db, d, err := openDB(ctx, p.Source, dialect.Session{})
+		if err != nil {
+			return fmt.Errorf("source %s: %w", p.Source, err)
+		}
+		defer db.Close()
+		if err := resolve(ctx, p, db, d); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stdout, "plan %s is valid: %d table(s), source %s, target %s, redis %s, batch %d, lease ttl %s\n",
 		p.Name, len(p.Tables), p.Source, p.Target, p.Redis, p.BatchSize, p.LeaseTTL)
