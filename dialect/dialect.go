@@ -131,6 +131,7 @@ type Dialect interface {
 	Checkpoint
 	Drill
 	Definitions
+	PostLoad
 }
 
 // Conn is how an engine is connected to, how its identifiers are quoted,

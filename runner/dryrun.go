@@ -2,13 +2,13 @@ package runner
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/keyset"
-	"github.com/migrate-dev/migrate/schema"
 )
 
 // DryRun is what a run would do, found without a lease and without writing
@@ -17,6 +17,12 @@ type DryRun struct {
 	Plan   string        `json:"plan"`
 	DryRun bool          `json:"dry_run"`
 	Tables []DryRunTable `json:"tables"`
+	// PostLoad are the statements the post-load phase would run after
+	// every table's data, in order: sequence resets, then secondary
+	// indexes, then foreign keys.
+	PostLoad []string `json:"post_load"`
+	// NotMigrated are the source's objects a run does not copy.
+	NotMigrated []string `json:"not_migrated"`
 }
 
 // DryRunTable is one table's forecast. Unchanged rows hold the same data in
@@ -24,13 +30,15 @@ type DryRun struct {
 type DryRunTable struct {
 	Table       string   `json:"table"`
 	Target      string   `json:"target"`
+	Key         []string `json:"key"`
 	SourceRows  int64    `json:"source_rows"`
 	WouldInsert int64    `json:"would_insert"`
 	WouldUpdate int64    `json:"would_update"`
 	Unchanged   int64    `json:"unchanged"`
 	TargetOnly  int64    `json:"target_only"`
 	Schema      []string `json:"schema"` // differences between the source and the target's schema
-	DDL         []string `json:"ddl"`    // statements the run would execute first
+	DDL         []string `json:"ddl"`    // statements the run would execute first, in order
+	Notes       []string `json:"notes"`  // what of the source the target would not reproduce, and why
 	ReadRowsS   int64    `json:"read_rows_per_s"`
 	EstimateMs  int64    `json:"estimate_ms"`
 }
@@ -40,42 +48,100 @@ type DryRunTable struct {
 // divides the sampled read rate by it.
 const copyVsRead = 6
 
-// DryRun compares every table of the plan with its target and lists the
-// DDL a run would execute. It takes no lease and changes nothing.
+// DryRun compares every table of the plan with its target and lists every
+// statement a run would execute, in order. It takes no lease and changes
+// nothing.
 func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
-	out := &DryRun{Plan: r.plan.Name, DryRun: true, Tables: []DryRunTable{}}
+	out := &DryRun{Plan: r.plan.Name, DryRun: true, Tables: []DryRunTable{}, PostLoad: []string{}}
 	q, args := r.dstD.TableExists([]string{dialect.CheckpointTable})
 	var helpers bool
 	if err := r.dst.QueryRowContext(ctx, q, args...).Scan(&helpers); err != nil {
 		return nil, fmt.Errorf("target %s: %w", r.plan.Target, err)
 	}
-	for i, t := range r.plan.Tables {
-		dt := DryRunTable{Table: t.Name, Target: t.Target, Schema: []string{}, DDL: []string{}}
-		if i == 0 && !helpers {
-			dt.DDL = append(dt.DDL, r.dstD.Helpers()...)
-		}
-		cols, err := r.sourceColumns(ctx, t)
-		if err != nil {
+	in, err := r.readSources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var recorded []stepRow
+	q, args = r.dstD.TableExists([]string{dialect.PostLoadTable})
+	var steps bool
+	if err := r.dst.QueryRowContext(ctx, q, args...).Scan(&steps); err != nil {
+		return nil, fmt.Errorf("target %s: %w", r.plan.Target, err)
+	}
+	if steps {
+		if recorded, err = r.postLoadSteps(ctx, r.dst); err != nil {
 			return nil, err
 		}
-		dst, ddl, err := r.target().Table(ctx, r.dst, t, cols)
+	}
+	var sequences, indexes, fks []string
+	for _, s := range recorded {
+		switch {
+		case s.state == "done":
+		case s.Kind == dialect.StepForeignKey:
+			fks = append(fks, s.SQL)
+		default:
+			indexes = append(indexes, s.SQL)
+		}
+	}
+	for i, t := range r.plan.Tables {
+		dt := DryRunTable{Table: t.Name, Target: t.Target, Key: t.Key, Schema: []string{}, DDL: []string{}}
+		if i == 0 && !helpers {
+			dt.DDL = append(dt.DDL, r.dstD.Helpers()...)
+			dt.DDL = append(dt.DDL, r.dstD.PostLoadHelper())
+		}
+		p, err := r.target(in.defs, recorded).Prepare(ctx, r.dst, t, in.cols[i], in.defs[i])
 		if err != nil {
 			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 		}
-		if ddl != "" {
-			dt.DDL = append(dt.DDL, ddl)
+		dt.DDL = append(dt.DDL, p.DDL...)
+		for _, name := range slices.Sorted(maps.Keys(p.DropFKs)) {
+			dt.DDL = append(dt.DDL, p.DropFKs[name])
 		}
-		created := false
-		if _, err := schema.Columns(ctx, r.dst, r.dstD, t.TargetIdent()); errors.Is(err, schema.ErrNoTable) {
-			created = true
+		dt.Notes = append([]string{}, p.Notes...)
+		if p.Created {
 			dt.Schema = append(dt.Schema, "target table "+t.Target+" does not exist: the run creates it")
 		} else {
-			dt.Schema = append(dt.Schema, schemaDiff(cols, dst, r.plan.FenceColumn, ddl != "", r.srcD.Engine() == r.dstD.Engine())...)
+			dt.Schema = append(dt.Schema, schemaDiff(p.Src, p.Dst, r.plan.FenceColumn, len(p.DDL) > 0, r.srcD.Engine() == r.dstD.Engine())...)
 		}
-		if err := r.forecast(ctx, &dt, cols, dst, created, t.Key); err != nil {
+		for _, st := range r.dstD.SequenceSteps(p.Def) {
+			sequences = append(sequences, st.SQL)
+		}
+		for _, st := range p.Steps {
+			if st.Kind == dialect.StepForeignKey {
+				fks = append(fks, st.SQL)
+			} else {
+				indexes = append(indexes, st.SQL)
+			}
+		}
+		if err := r.forecast(ctx, &dt, p.Src, p.Dst, p.Created, t.Key); err != nil {
 			return nil, err
 		}
 		out.Tables = append(out.Tables, dt)
+	}
+	out.PostLoad = slices.Concat(out.PostLoad, sequences, indexes, fks)
+	if out.NotMigrated, err = r.notMigrated(ctx, in.defs); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// notMigrated lists the source's objects that a run does not copy.
+func (r *Runner) notMigrated(ctx context.Context, defs []*dialect.TableDef) ([]string, error) {
+	names := make([][]string, len(defs))
+	for i, d := range defs {
+		names[i] = d.Name
+	}
+	objs, err := r.srcD.NotMigrated(ctx, r.src, names)
+	if err != nil {
+		return nil, fmt.Errorf("source objects: %w", err)
+	}
+	out := []string{}
+	for _, o := range objs {
+		line := o.Kind + " " + o.Name
+		if o.Note != "" {
+			line += " (" + o.Note + ")"
+		}
+		out = append(out, line)
 	}
 	return out, nil
 }

@@ -20,6 +20,14 @@ type Report struct {
 	Takeovers       []Takeover    `json:"takeovers"`
 	Shards          []ShardResult `json:"shards"`
 	Verify          *Verification `json:"verify"`          // null when skipped
+	// PostLoad is the post-load phase (sequence resets, secondary
+	// indexes, foreign keys); null when the run stopped before it.
+	PostLoad *PostLoadReport `json:"post_load"`
+	// Notes are what of the source the target does not reproduce, and
+	// the source's objects that are not copied (views, triggers,
+	// routines, grants): never silently left out.
+	Notes       []string `json:"notes"`
+	NotMigrated []string `json:"not_migrated"`
 	Error           string        `json:"error,omitempty"` // why the run failed
 }
 

@@ -264,7 +264,7 @@ func leaseBase(s fence.Shard) string {
 // done by this instance or another, then checks each table.
 func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := time.Now()
-	r.report = Report{Plan: r.plan.Name, Instance: r.opts.Instance, Owner: r.opts.Owner, Takeovers: []Takeover{}, Shards: []ShardResult{}}
+	r.report = Report{Plan: r.plan.Name, Instance: r.opts.Instance, Owner: r.opts.Owner, Takeovers: []Takeover{}, Shards: []ShardResult{}, Notes: []string{}, NotMigrated: []string{}}
 	var jobs []shardJob
 	err := r.whileUnavailable(ctx, "setup interrupted, retrying", func() (err error) {
 		jobs, err = r.setup(ctx) // one transaction on PostgreSQL: a retry starts over
@@ -319,6 +319,9 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	if r.opts.Progress != nil {
 		r.opts.Progress.Finish()
 	}
+	if err := r.whileUnavailable(ctx, "post-load phase interrupted, retrying", func() error { return r.postLoad(ctx) }); err != nil {
+		return r.finish(start), err
+	}
 	if r.nothingDone() {
 		r.log.Info("every shard was done before this run; nothing to copy or check")
 		return r.finish(start), nil
@@ -341,6 +344,9 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 func (r *Runner) nothingDone() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.report.PostLoad != nil && !r.report.PostLoad.ByOther {
+		return false
+	}
 	for _, s := range r.report.Shards {
 		if !s.ByOther {
 			return false

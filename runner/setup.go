@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,33 +26,41 @@ type shardJob struct {
 }
 
 // setup prepares the target for every table (C4) — helper tables, the
-// target table if missing, the fence column, checkpoints with shard bounds —
-// under a setup lock, so competing instances agree on the result. It returns
-// the shard jobs.
+// target table if missing, the fence column, the post-load steps,
+// checkpoints with shard bounds — under a setup lock, so competing
+// instances agree on the result. It returns the shard jobs.
 func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 	// First every table is checked, changing nothing, so that a plan one of
 	// whose tables cannot be copied leaves the target untouched.
-	cols := make([][]dialect.Column, len(r.plan.Tables))
-	bounds := make([][]dialect.Range, len(r.plan.Tables))
-	for i, t := range r.plan.Tables {
-		var err error
-		if cols[i], err = r.sourceColumns(ctx, t); err != nil {
-			return nil, err
-		}
-		if _, _, err := r.target().Table(ctx, r.dst, t, cols[i]); err != nil {
-			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
-		}
-		if bounds[i], err = schema.ShardBounds(ctx, r.src, r.srcD, t); err != nil {
-			return nil, err
-		}
-	}
-	dsts, err := r.prepareTargets(ctx, cols, bounds)
+	in, err := r.readSources(ctx)
 	if err != nil {
 		return nil, err
 	}
+	for i, t := range r.plan.Tables {
+		if _, err := r.target(in.defs, nil).Prepare(ctx, r.dst, t, in.cols[i], in.defs[i]); err != nil {
+			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
+		}
+	}
+	preps, err := r.prepareTargets(ctx, in)
+	if err != nil {
+		return nil, err
+	}
+	notMigrated, err := r.notMigrated(ctx, in.defs)
+	if err != nil {
+		return nil, err
+	}
+	notes := []string{}
+	for i, t := range r.plan.Tables {
+		for _, n := range preps[i].Notes {
+			notes = append(notes, t.Target+": "+n)
+		}
+	}
+	r.mu.Lock()
+	r.report.Notes, r.report.NotMigrated = notes, notMigrated
+	r.mu.Unlock()
 	var jobs []shardJob
 	for i, t := range r.plan.Tables {
-		src, dst := cols[i], dsts[i]
+		src, dst := preps[i].Src, preps[i].Dst
 		names := make([]string, len(src))
 		for i, c := range src {
 			names[i] = c.Name
@@ -69,15 +79,58 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 	return jobs, nil
 }
 
+// sources are the plan's source tables as setup and the dry run read
+// them, in the plan's order: the copied columns, the whole definition,
+// the shard bounds.
+type sources struct {
+	cols   [][]dialect.Column
+	defs   []*dialect.TableDef
+	bounds [][]dialect.Range
+}
+
+// readSources reads every source table of the plan and checks its key.
+func (r *Runner) readSources(ctx context.Context) (*sources, error) {
+	n := len(r.plan.Tables)
+	in := &sources{cols: make([][]dialect.Column, n), defs: make([]*dialect.TableDef, n), bounds: make([][]dialect.Range, n)}
+	for i, t := range r.plan.Tables {
+		var err error
+		if in.cols[i], err = r.sourceColumns(ctx, t); err != nil {
+			return nil, err
+		}
+		if in.defs[i], err = r.srcD.ReadTable(ctx, r.src, t.SourceIdent()); err != nil {
+			return nil, fmt.Errorf("source table %s: %w", t.Name, err)
+		}
+		if in.bounds[i], err = schema.ShardBounds(ctx, r.src, r.srcD, t); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
 // sourceColumns returns the copied columns of a source table and checks
 // its key (schema.SourceColumns).
 func (r *Runner) sourceColumns(ctx context.Context, t plans.Table) ([]dialect.Column, error) {
 	return schema.SourceColumns(ctx, r.src, r.srcD, t, r.plan.FenceColumn)
 }
 
-// target is the plan's target as setup prepares it.
-func (r *Runner) target() schema.Target {
-	return schema.Target{SQL: r.dstD, Source: r.srcD.Engine(), FenceColumn: r.plan.FenceColumn}
+// target is the plan's target as setup prepares it: defs are the source
+// tables' definitions, in the plan's order; recorded the post-load steps
+// the plan has recorded.
+func (r *Runner) target(defs []*dialect.TableDef, recorded []stepRow) schema.Target {
+	targets := map[string][]string{}
+	for i, t := range r.plan.Tables {
+		if defs[i] != nil {
+			targets[strings.Join(defs[i].Name, ".")] = t.TargetIdent()
+		}
+	}
+	rec := map[string]map[string]bool{}
+	for _, s := range recorded {
+		if rec[s.table] == nil {
+			rec[s.table] = map[string]bool{}
+		}
+		rec[s.table][s.Name] = true
+	}
+	return schema.Target{SQL: r.dstD, Source: r.srcD.Engine(), FenceColumn: r.plan.FenceColumn, Targets: targets, Recorded: rec}
 }
 
 // helpersLock serialises the creation of the helper tables by every plan
@@ -86,15 +139,16 @@ func (r *Runner) target() schema.Target {
 const helpersLock = "migrate/helpers"
 
 // prepareTargets prepares the target for every table, on one connection
-// that holds the setup lock: the target tables' DDL (first, so that a user
-// without the rights to run it changes nothing), the helper tables, the
-// checkpoints with their shard bounds. Where DDL is transactional
-// (PostgreSQL) it is one transaction, so a failure anywhere leaves the
-// target as it was; where DDL commits itself (MySQL), a table created here
-// is dropped again when a later step fails, and the checkpoints are one
-// transaction after the DDL. It returns each table's target definitions of
-// the copied columns, in the order of cols.
-func (r *Runner) prepareTargets(ctx context.Context, cols [][]dialect.Column, bounds [][]dialect.Range) (dst [][]dialect.Column, err error) {
+// that holds the setup lock: the helper tables, the post-load steps (a
+// created table's indexes and foreign keys, an existing table's foreign
+// keys, recorded once and before anything they describe changes), the
+// target tables' DDL, the checkpoints with their shard bounds. Where DDL
+// is transactional (PostgreSQL) it is one transaction, so a failure
+// anywhere leaves the target as it was; where DDL commits itself (MySQL),
+// a table created here is dropped again when a later step fails, and the
+// checkpoints are one transaction after the DDL. It returns each table's
+// preparation, in the plan's order.
+func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*schema.Prepared, err error) {
 	conn, err := r.dst.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("target setup: %w", err)
@@ -130,8 +184,25 @@ func (r *Runner) prepareTargets(ctx context.Context, cols [][]dialect.Column, bo
 		defer func() { _ = tx.Rollback() }() // after Commit: sql.ErrTxDone, nothing done
 		db = tx
 	}
-	dst, ddl, err := r.runDDL(ctx, db, cols, &created)
+	for _, h := range append(r.dstD.Helpers(), r.dstD.PostLoadHelper()) {
+		if _, err := db.ExecContext(ctx, h); err != nil {
+			return nil, schema.StmtError("create helper tables", h, err)
+		}
+	}
+	recorded, err := r.postLoadSteps(ctx, db)
 	if err != nil {
+		return nil, err
+	}
+	preps = make([]*schema.Prepared, len(r.plan.Tables))
+	for i, t := range r.plan.Tables {
+		if preps[i], err = r.target(in.defs, recorded).Prepare(ctx, db, t, in.cols[i], in.defs[i]); err != nil {
+			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
+		}
+	}
+	if err := r.recordSteps(ctx, db, preps, recorded); err != nil {
+		return nil, err
+	}
+	if err := r.runDDL(ctx, db, preps, recorded, &created); err != nil {
 		return nil, err
 	}
 	if !r.dstD.TransactionalDDL() {
@@ -145,57 +216,68 @@ func (r *Runner) prepareTargets(ctx context.Context, cols [][]dialect.Column, bo
 		defer func() { _ = tx.Rollback() }()
 		db = tx
 	}
-	if err := r.writeCheckpoints(ctx, db, ddl, bounds); err != nil {
+	if err := r.writeCheckpoints(ctx, db, preps, in.bounds); err != nil {
 		return nil, err
 	}
 	if err := db.(*sql.Tx).Commit(); err != nil {
 		return nil, fmt.Errorf("target setup: commit: %w", err)
 	}
-	return dst, nil
+	return preps, nil
 }
 
-// runDDL checks every table again, under the setup lock, before anything
-// changes; then runs each table's DDL and creates the helper tables. A
-// table created where DDL commits itself is added to created.
-func (r *Runner) runDDL(ctx context.Context, db schema.Conn, cols [][]dialect.Column, created *[][]string) (dst [][]dialect.Column, ddl []string, err error) {
-	dst = make([][]dialect.Column, len(r.plan.Tables))
-	ddl = make([]string, len(r.plan.Tables))
-	for i, t := range r.plan.Tables {
-		if dst[i], ddl[i], err = r.target().Table(ctx, db, t, cols[i]); err != nil {
-			return nil, nil, fmt.Errorf("target table %s: %w", t.Target, err)
+// runDDL runs each table's DDL, and drops the foreign keys of existing
+// target tables that the post-load phase re-creates (not those whose
+// re-creation is done: a finished plan run again keeps them). A table
+// created where DDL commits itself is added to created.
+func (r *Runner) runDDL(ctx context.Context, db schema.Conn, preps []*schema.Prepared, recorded []stepRow, created *[][]string) error {
+	done := map[string]bool{}
+	for _, s := range recorded {
+		if s.state == "done" && s.Kind == dialect.StepForeignKey {
+			done[s.table+"\x00"+s.Name] = true
 		}
 	}
 	for i, t := range r.plan.Tables {
-		if ddl[i] == "" {
-			continue
+		p, recordedCreate := preps[i], false
+		for _, n := range p.Notes {
+			r.log.Warn("not reproduced in the target", "table", t.Target, "what", n)
 		}
-		r.log.Info("preparing the target table", "table", t.Target, "ddl", ddl[i])
-		if _, err := db.ExecContext(ctx, ddl[i]); err != nil {
-			return nil, nil, schema.StmtError("target table "+t.Target, ddl[i], err)
+		for _, q := range p.DDL {
+			r.log.Info("preparing the target table", "table", t.Target, "ddl", q)
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return schema.StmtError("target table "+t.Target, q, err)
+			}
+			if p.Created && !r.dstD.TransactionalDDL() && strings.HasPrefix(q, "CREATE TABLE") && !recordedCreate {
+				*created, recordedCreate = append(*created, t.TargetIdent()), true
+			}
 		}
-		if !r.dstD.TransactionalDDL() && strings.HasPrefix(ddl[i], "CREATE TABLE") {
-			*created = append(*created, t.TargetIdent())
+		for _, name := range slices.Sorted(maps.Keys(p.DropFKs)) {
+			if done[t.Target+"\x00"+name] {
+				continue
+			}
+			q := p.DropFKs[name]
+			r.log.Info("dropping a foreign key of the target table for the load; the post-load phase re-creates it", "table", t.Target, "foreign_key", name)
+			if _, err := db.ExecContext(ctx, q); err != nil {
+				return schema.StmtError("target table "+t.Target, q, err)
+			}
 		}
 	}
-	for _, h := range r.dstD.Helpers() {
-		if _, err := db.ExecContext(ctx, h); err != nil {
-			return nil, nil, schema.StmtError("create helper tables", h, err)
-		}
-	}
-	return dst, ddl, nil
+	return nil
 }
 
 // writeCheckpoints writes each shard's checkpoint with its bounds, the
 // first time; a table that existed before this plan (no DDL, no
 // checkpoints) floors the new shards' watermarks above its highest token.
-func (r *Runner) writeCheckpoints(ctx context.Context, db schema.Conn, ddl []string, bounds [][]dialect.Range) error {
+func (r *Runner) writeCheckpoints(ctx context.Context, db schema.Conn, preps []*schema.Prepared, bounds [][]dialect.Range) error {
+	if err := r.cursor.Init(ctx, db, postLoadShard(r.plan), nil, nil); err != nil {
+		return err
+	}
 	for i, t := range r.plan.Tables {
 		n, err := r.checkShardCount(ctx, db, t)
 		if err != nil {
 			return err
 		}
 		var floor fence.Token
-		if n == 0 && ddl[i] == "" {
+		if n == 0 && !preps[i].Created {
 			if floor, err = r.tokenFloor(ctx, db, t); err != nil {
 				return err
 			}

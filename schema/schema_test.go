@@ -81,27 +81,34 @@ func TestSourceColumns(t *testing.T) {
 // An existing target needs a unique index on exactly the key, and where
 // the upsert matches any unique index (MySQL), no other; a missing one is
 // created with the fence column.
-func TestTarget_Table(t *testing.T) {
+func TestTarget_Prepare(t *testing.T) {
 	each(t, func(t *testing.T, db *sql.DB, d dialect.Dialect) {
 		q := d.Quote
 		tg := schema.Target{SQL: d, Source: d.Engine(), FenceColumn: "_fence"}
 		src := []dialect.Column{{Name: "id", Type: "bigint", Base: "bigint", NotNull: true}, {Name: "email", Type: "varchar(50)", Base: "varchar"}}
+		def := &dialect.TableDef{Engine: d.Engine(), Name: []string{"users"},
+			Columns:    []dialect.ColumnDef{{Column: src[0]}, {Column: src[1]}},
+			PrimaryKey: &dialect.Index{Unique: true, Constraint: true, Parts: []dialect.IndexPart{{Column: "id"}}}}
 		tb := plans.Table{Name: "users", Target: "users", Key: []string{"id"}}
-		_, ddl, err := tg.Table(t.Context(), db, tb, src)
-		if err != nil || !strings.HasPrefix(ddl, "CREATE TABLE") || !strings.Contains(ddl, "_fence") {
-			t.Fatalf("missing table: ddl %q, %v", ddl, err)
+		p, err := tg.Prepare(t.Context(), db, tb, src, def)
+		if err != nil || !p.Created || len(p.DDL) != 1 || !strings.HasPrefix(p.DDL[0], "CREATE TABLE") || !strings.Contains(p.DDL[0], "_fence") {
+			t.Fatalf("missing table: %+v, %v", p, err)
 		}
-		exec(t, db, ddl)
-		if _, ddl, err := tg.Table(t.Context(), db, tb, src); err != nil || ddl != "" {
-			t.Errorf("the created table: ddl %q, %v; want nothing to do", ddl, err)
+		exec(t, db, p.DDL[0])
+		if p, err := tg.Prepare(t.Context(), db, tb, src, def); err != nil || p.Created || len(p.DDL) != 0 {
+			t.Errorf("the created table: %+v, %v; want nothing to do", p, err)
 		}
 		exec(t, db, "CREATE UNIQUE INDEX by_email ON "+q("users")+" (email)")
-		_, _, err = tg.Table(t.Context(), db, tb, src)
+		_, err = tg.Prepare(t.Context(), db, tb, src, def)
 		if d.UpsertMatchesAnyUnique() != (err != nil) {
 			t.Errorf("a second unique index, upsert matching any %v: %v", d.UpsertMatchesAnyUnique(), err)
 		}
+		tg.Recorded = map[string]map[string]bool{"users": {"by_email": true}}
+		if _, err = tg.Prepare(t.Context(), db, tb, src, def); err != nil {
+			t.Errorf("a second unique index the plan's post-load created: %v", err)
+		}
 		exec(t, db, "CREATE TABLE "+q("nokey")+" (id bigint NOT NULL, email varchar(50))")
-		_, _, err = tg.Table(t.Context(), db, plans.Table{Name: "nokey", Target: "nokey", Key: []string{"id"}}, src)
+		_, err = tg.Prepare(t.Context(), db, plans.Table{Name: "nokey", Target: "nokey", Key: []string{"id"}}, src, def)
 		if !errors.Is(err, plans.ErrInvalid) || !strings.Contains(err.Error(), "no unique index on exactly the key") {
 			t.Errorf("no unique key: %v", err)
 		}

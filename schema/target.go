@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/plans"
@@ -12,61 +13,235 @@ import (
 )
 
 // Target is a target database being prepared for a plan whose source is
-// of engine Source.
+// of engine Source. Targets names the target table of every source table
+// of the plan, by its catalog name joined ("public.orders"): a foreign key
+// to a table the plan copies is re-pointed at its target, one to a table
+// it does not copy is reported and left out.
 type Target struct {
 	SQL         dialect.Dialect
 	Source      plans.Engine
 	FenceColumn string
+	Targets     map[string][]string
+	// Recorded are the post-load steps the plan recorded, by target
+	// table joined then the step's name: the unique indexes among them
+	// are the plan's own, allowed beside the key on a MySQL target.
+	Recorded map[string]map[string]bool
 }
 
-// Table decides what the target table needs, changing nothing: when
-// missing, a CREATE TABLE with the source's columns mapped to the target
-// engine's types (C4); when present, every copied column and a unique index
-// on the key, plus an ALTER TABLE adding the fence column if it lacks it
-// (only then: it would queue behind a running holder's batches). It returns
-// the target's definitions of the copied columns and the DDL to run, if any.
-func (tg Target) Table(ctx context.Context, db Querier, t plans.Table, cols []dialect.Column) ([]dialect.Column, string, error) {
+// Prepared is what a target table needs before and after its data.
+type Prepared struct {
+	// Src and Dst are the copied columns, the source's and the target's
+	// definitions, in the same order: every source column the plan
+	// copies but those the target generates (or, when created, the
+	// columns generated in the source).
+	Src, Dst []dialect.Column
+	Created  bool     // the table is missing: DDL creates it
+	DDL      []string // statements before the data, in order
+	// Steps are the post-load steps recorded for the table: a created
+	// table's secondary indexes and foreign keys, an existing table's
+	// foreign keys (dropped by DropFKs before the load).
+	Steps   []dialect.Step
+	DropFKs map[string]string // foreign key name -> the statement dropping it
+	Notes   []string          // what of the source is not reproduced, and why
+	// Def is the target table's definition: its own when it exists, as
+	// it will be (in the target engine's terms) when created.
+	Def *dialect.TableDef
+}
+
+// Prepare decides what the target table of t needs, changing nothing. src
+// are the copied source columns (SourceColumns), def the source table's
+// whole definition. When the table is missing: its creation from def
+// (dialect.Definitions.Create) with the columns mapped to the target
+// engine's types (C4), secondary indexes and foreign keys as post-load
+// steps. When present: every copied column and a unique index on the key,
+// an ALTER TABLE adding the fence column if it lacks it (only then: it
+// would queue behind a running holder's batches), and its foreign keys as
+// post-load steps, dropped before the load.
+func (tg Target) Prepare(ctx context.Context, db Querier, t plans.Table, src []dialect.Column, def *dialect.TableDef) (*Prepared, error) {
 	ident := t.TargetIdent()
 	existing, err := Columns(ctx, db, tg.SQL, ident)
 	if errors.Is(err, ErrNoTable) {
-		mapped, err := typemap.MapColumns(tg.Source, tg.SQL.Engine(), t.Name, cols, t.Key, t.Types)
-		if err != nil {
-			return nil, "", err
+		return tg.create(t, src, def)
+	}
+	if err != nil {
+		return nil, err
+	}
+	own, err := tg.SQL.ReadTable(ctx, db, ident)
+	if err != nil {
+		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
+	}
+	p := &Prepared{DropFKs: map[string]string{}, Def: own}
+	generated := map[string]bool{}
+	for _, c := range own.Columns {
+		generated[c.Name] = c.Generated != ""
+	}
+	for _, c := range src {
+		if generated[c.Name] {
+			p.Notes = append(p.Notes, fmt.Sprintf("column %s is generated in the target table: not copied", c.Name))
+			continue
 		}
-		return mapped, tg.SQL.CreateTable(ident, mapped, t.Key, tg.FenceColumn), nil
+		p.Src = append(p.Src, c)
 	}
-	if err != nil {
-		return nil, "", err
+	if p.Dst, err = Align(existing, p.Src); err != nil {
+		return nil, err
 	}
-	dst, err := Align(existing, cols)
-	if err != nil {
-		return nil, "", err
-	}
-	if err := tg.checkUniqueKey(ctx, db, t); err != nil {
-		return nil, "", err
+	if err := tg.checkUniqueKey(own, t); err != nil {
+		return nil, err
 	}
 	if !slices.ContainsFunc(existing, func(c dialect.Column) bool { return c.Name == tg.FenceColumn }) {
-		return dst, tg.SQL.AddFenceColumn(ident, tg.FenceColumn), nil
+		p.DDL = append(p.DDL, tg.SQL.AddFenceColumn(ident, tg.FenceColumn))
 	}
-	return dst, "", nil
+	p.Steps = tg.SQL.ForeignKeySteps(own)
+	for _, fk := range own.ForeignKeys {
+		p.DropFKs[fk.Name] = tg.SQL.DropForeignKey(ident, fk.Name)
+	}
+	return p, nil
+}
+
+// create is Prepare for a missing target table.
+func (tg Target) create(t plans.Table, src []dialect.Column, def *dialect.TableDef) (*Prepared, error) {
+	p := &Prepared{Created: true}
+	d, notes := tg.targetDef(t, src, def)
+	p.Notes = notes
+	plain := make([]typemap.Column, len(d.Columns))
+	for i, c := range d.Columns {
+		plain[i] = c.Column
+	}
+	mapped, err := typemap.MapColumns(tg.Source, tg.SQL.Engine(), t.Name, plain, t.Key, t.Types)
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]dialect.Column{}
+	for i := range d.Columns {
+		d.Columns[i].Column = mapped[i]
+		byName[mapped[i].Name] = mapped[i]
+	}
+	c := tg.SQL.Create(d, tg.FenceColumn)
+	p.Def = tg.asCreated(d)
+	p.DDL = slices.Concat(c.Before, []string{c.Table}, c.After)
+	p.Steps = slices.Concat(c.Indexes, c.ForeignKeys)
+	p.Notes = append(p.Notes, c.Notes...)
+	skipped := map[string]bool{}
+	for _, s := range c.Skipped {
+		skipped[s] = true
+	}
+	for _, col := range d.Columns {
+		if col.Generated != "" && !skipped[col.Name] {
+			skipped[col.Name] = true // created generated: written by the target itself
+		}
+	}
+	for _, s := range src {
+		if dst, ok := byName[s.Name]; ok && !skipped[s.Name] {
+			p.Src, p.Dst = append(p.Src, s), append(p.Dst, dst)
+		}
+	}
+	return p, nil
+}
+
+// asCreated is def as the target will describe the table it creates from
+// it: its identity columns of the target engine's kind.
+func (tg Target) asCreated(def *dialect.TableDef) *dialect.TableDef {
+	d := *def
+	d.Engine = tg.SQL.Engine()
+	d.Columns = slices.Clone(def.Columns)
+	for i, c := range d.Columns {
+		switch {
+		case c.Identity == "" || d.Engine == tg.Source:
+		case d.Engine == plans.MySQL:
+			d.Columns[i].Identity = dialect.AutoIncrement
+		default:
+			d.Columns[i].Identity = dialect.IdentityByDefault
+		}
+	}
+	return &d
+}
+
+// targetDef is the source's definition renamed and narrowed for the
+// target: its name and its foreign keys' tables the target's, the columns
+// the plan copies (plus, when it copies every column, the generated ones),
+// the key as primary key (the source's own, when it differs, a unique
+// index). What it leaves out is in notes.
+func (tg Target) targetDef(t plans.Table, src []dialect.Column, def *dialect.TableDef) (*dialect.TableDef, []string) {
+	var notes []string
+	d := *def
+	d.Name = t.TargetIdent()
+	copied := map[string]bool{}
+	for _, c := range src {
+		copied[c.Name] = true
+	}
+	d.Columns = nil
+	for _, c := range def.Columns {
+		if c.Name == tg.FenceColumn {
+			continue
+		}
+		if copied[c.Name] || c.Generated != "" && t.Columns == nil {
+			d.Columns = append(d.Columns, c)
+		}
+	}
+	has := func(cols []string) bool {
+		for _, c := range cols {
+			if c != "" && !slices.ContainsFunc(d.Columns, func(x dialect.ColumnDef) bool { return x.Name == c }) {
+				return false
+			}
+		}
+		return true
+	}
+	key := slices.Sorted(slices.Values(t.Key))
+	d.Indexes = nil
+	if def.PrimaryKey == nil || !slices.Equal(slices.Sorted(slices.Values(def.PrimaryKey.Columns())), key) {
+		if def.PrimaryKey != nil && has(def.PrimaryKey.Columns()) {
+			pk := *def.PrimaryKey
+			pk.Unique, pk.Constraint = true, false
+			d.Indexes = append(d.Indexes, pk) // the plan's key is the primary key
+		}
+		parts := make([]dialect.IndexPart, len(t.Key))
+		for i, k := range t.Key {
+			parts[i] = dialect.IndexPart{Column: k}
+		}
+		d.PrimaryKey = &dialect.Index{Unique: true, Constraint: true, Parts: parts}
+	}
+	for _, x := range def.Indexes {
+		if has(x.Columns()) {
+			d.Indexes = append(d.Indexes, x)
+		} else {
+			notes = append(notes, fmt.Sprintf("index %s: a column it uses is not copied", x.Name))
+		}
+	}
+	d.ForeignKeys = nil
+	for _, fk := range def.ForeignKeys {
+		ref, ok := tg.Targets[strings.Join(fk.RefTable, ".")]
+		switch {
+		case !ok:
+			notes = append(notes, fmt.Sprintf("foreign key %s references %s, which the plan does not copy: not created", fk.Name, strings.Join(fk.RefTable, ".")))
+		case !has(fk.Columns):
+			notes = append(notes, fmt.Sprintf("foreign key %s: a column it uses is not copied", fk.Name))
+		default:
+			fk.RefTable = ref
+			d.ForeignKeys = append(d.ForeignKeys, fk)
+		}
+	}
+	return &d, notes
 }
 
 // checkUniqueKey makes sure an existing target table has a unique index on
 // exactly the business key, which the idempotent upsert needs — and no
 // other, where the upsert matches any (a row could land on another row
-// that shares only that index).
-func (tg Target) checkUniqueKey(ctx context.Context, db Querier, t plans.Table) error {
-	uniq, err := UniqueIndexes(ctx, db, tg.SQL, t.TargetIdent())
-	if err != nil {
-		return fmt.Errorf("unique keys of %s: %w", t.Target, err)
-	}
+// that shares only that index), but those the plan's post-load created.
+func (tg Target) checkUniqueKey(own *dialect.TableDef, t plans.Table) error {
 	want := slices.Sorted(slices.Values(t.Key))
 	found := false
-	for _, cols := range uniq {
-		if slices.Equal(slices.Sorted(slices.Values(cols)), want) {
+	uniq := slices.Clone(own.Indexes)
+	if own.PrimaryKey != nil {
+		uniq = append(uniq, *own.PrimaryKey)
+	}
+	for _, x := range uniq {
+		cols := x.Columns()
+		switch {
+		case !x.Unique:
+		case x.Where == "" && !slices.Contains(cols, "") && slices.Equal(slices.Sorted(slices.Values(cols)), want):
 			found = true
-		} else if tg.SQL.UpsertMatchesAnyUnique() {
-			return fmt.Errorf("%w: target table %s has a unique index on %v besides the key %v; MySQL's upsert would update whichever row it matches", plans.ErrInvalid, t.Target, cols, t.Key)
+		case tg.SQL.UpsertMatchesAnyUnique() && !tg.Recorded[t.Target][x.Name]:
+			return fmt.Errorf("%w: target table %s has a unique index %s on %v besides the key %v; MySQL's upsert would update whichever row it matches (drop it for the load, or copy into a table migrate creates: it adds such indexes after the data)", plans.ErrInvalid, t.Target, x.Name, cols, t.Key)
 		}
 	}
 	if !found {

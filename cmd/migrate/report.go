@@ -45,6 +45,25 @@ func writeDryRunMarkdown(w io.Writer, d *runner.DryRun) {
 			}
 			fmt.Fprintln(w, "```")
 		}
+		if len(t.Notes) > 0 {
+			fmt.Fprint(w, "\nNot reproduced in the target:\n\n")
+			for _, n := range t.Notes {
+				fmt.Fprintf(w, "- %s\n", mdEscape(n))
+			}
+		}
+	}
+	if len(d.PostLoad) > 0 {
+		fmt.Fprint(w, "\n## After the data\n\nThe post-load phase would execute, in order:\n\n```sql\n")
+		for _, q := range d.PostLoad {
+			fmt.Fprintf(w, "%s;\n", q)
+		}
+		fmt.Fprintln(w, "```")
+	}
+	if len(d.NotMigrated) > 0 {
+		fmt.Fprint(w, "\n## Not migrated\n\n")
+		for _, n := range d.NotMigrated {
+			fmt.Fprintf(w, "- %s\n", mdEscape(n))
+		}
 	}
 }
 

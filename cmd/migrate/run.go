@@ -182,8 +182,33 @@ func printReport(w io.Writer, rep *runner.Report) {
 		fmt.Fprintf(w, "  takeover %s#%d from %s: token %d, resumed after %s, replayed %d rows, rto %dms (wait %d + elect %d + recover %d + verify %d; predicted wait <= %d)\n",
 			t.Table, t.Shard, t.PreviousOwner, t.Token, t.ResumedAfter, t.ReplayedRows, t.RtoMs, t.WaitMs, t.ElectMs, t.RecoverMs, t.VerifyMs, t.PredictedRtoMs)
 	}
+	if pl := rep.PostLoad; pl != nil {
+		if pl.ByOther {
+			fmt.Fprintln(w, "  post-load: done earlier or by another instance")
+		} else {
+			fmt.Fprintf(w, "  post-load: %d sequence resets, %d indexes and foreign keys created, %.1fs\n", pl.Sequences, pl.Steps, float64(pl.ElapsedMs)/1000)
+		}
+	}
+	printNotes(w, rep.Notes, rep.NotMigrated)
 	if rep.Verify != nil {
 		printVerification(w, rep.Verify)
+	}
+}
+
+// printNotes lists what the target does not reproduce and what is not
+// migrated.
+func printNotes(w io.Writer, notes, notMigrated []string) {
+	if len(notes) > 0 {
+		fmt.Fprintln(w, "not reproduced in the target:")
+		for _, n := range notes {
+			fmt.Fprintln(w, "  "+n)
+		}
+	}
+	if len(notMigrated) > 0 {
+		fmt.Fprintln(w, "not migrated (create them on the target yourself):")
+		for _, n := range notMigrated {
+			fmt.Fprintln(w, "  "+n)
+		}
 	}
 }
 
@@ -205,7 +230,17 @@ func printDryRun(w io.Writer, d *runner.DryRun) {
 		for _, q := range t.DDL {
 			fmt.Fprintf(w, "  %s would run:\n    %s\n", t.Table, strings.ReplaceAll(q, "\n", "\n    "))
 		}
+		for _, n := range t.Notes {
+			fmt.Fprintf(w, "  %s: not reproduced: %s\n", t.Table, n)
+		}
 	}
+	if len(d.PostLoad) > 0 {
+		fmt.Fprintln(w, "after every table's data, the post-load phase would run:")
+		for _, q := range d.PostLoad {
+			fmt.Fprintf(w, "    %s\n", strings.ReplaceAll(q, "\n", "\n    "))
+		}
+	}
+	printNotes(w, nil, d.NotMigrated)
 }
 
 // startProfiles starts a CPU profile into cpu and returns a function that

@@ -1,0 +1,254 @@
+package runner
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/migrate-dev/migrate/cursor"
+	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/internal/retry"
+	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/schema"
+)
+
+// The post-load phase runs once every shard of the plan is done: the
+// sequence resets of every target table, then the secondary indexes and
+// foreign keys setup recorded (faster to build once than to maintain row
+// by row, and no load order to respect). It is one more shard of the plan,
+// named postLoadTable: its own lease (one instance runs it, the others
+// wait as standbys and take it over when the holder dies), watermark and
+// checkpoint (pending, running, done or halted, like a table's). Each step
+// runs again harmlessly after a crash (dialect.Step), and is marked done
+// under the fence; a step an old holder runs after a takeover is the same
+// statement the new holder runs.
+const postLoadTable = "_postload"
+
+// postLoadShard is the plan's post-load phase as a shard.
+func postLoadShard(p *plans.Plan) fence.Shard {
+	return fence.Shard{Plan: p.Name, Table: postLoadTable, Index: 0}
+}
+
+// stepRow is a recorded post-load step.
+type stepRow struct {
+	dialect.Step
+	seq   int
+	table string // the target table, as the plan names it
+	state string
+}
+
+// postLoadSteps reads the plan's recorded steps, in the order they run.
+func (r *Runner) postLoadSteps(ctx context.Context, q dialect.Querier) ([]stepRow, error) {
+	rows, err := q.QueryContext(ctx, r.dstD.PostLoadList(), r.plan.Name)
+	if err != nil {
+		return nil, fmt.Errorf("post-load steps: %w", err)
+	}
+	defer rows.Close()
+	var out []stepRow
+	for rows.Next() {
+		var s stepRow
+		var args string
+		if err := rows.Scan(&s.seq, &s.Kind, &s.table, &s.Name, &s.SQL, &s.Exists, &args, &s.state); err != nil {
+			return nil, fmt.Errorf("post-load steps: %w", err)
+		}
+		if err := json.Unmarshal([]byte(args), &s.ExistsArgs); err != nil {
+			return nil, fmt.Errorf("post-load step %d: %w", s.seq, err)
+		}
+		s.Table = strings.SplitN(s.table, ".", 2)
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// recordSteps records the post-load steps of preps not recorded yet,
+// after those that are.
+func (r *Runner) recordSteps(ctx context.Context, db schema.Conn, preps []*schema.Prepared, recorded []stepRow) error {
+	have := map[string]bool{}
+	seq := 0
+	for _, s := range recorded {
+		have[s.table+"\x00"+s.Kind+"\x00"+s.Name] = true
+		seq = max(seq, s.seq)
+	}
+	for i, t := range r.plan.Tables {
+		for _, s := range preps[i].Steps {
+			if have[t.Target+"\x00"+s.Kind+"\x00"+s.Name] {
+				continue
+			}
+			args, err := json.Marshal(s.ExistsArgs)
+			if err != nil {
+				return err
+			}
+			if s.ExistsArgs == nil {
+				args = []byte("[]")
+			}
+			seq++
+			if _, err := db.ExecContext(ctx, r.dstD.PostLoadInsert(), r.plan.Name, seq, s.Kind, t.Target, s.Name, s.SQL, s.Exists, string(args)); err != nil {
+				return fmt.Errorf("record post-load step %s %s of %s: %w", s.Kind, s.Name, t.Target, err)
+			}
+			have[t.Target+"\x00"+s.Kind+"\x00"+s.Name] = true
+		}
+	}
+	return nil
+}
+
+// PostLoadReport is what the post-load phase did in this run.
+type PostLoadReport struct {
+	Sequences int   `json:"sequences"` // counters reset
+	Steps     int   `json:"steps"`     // indexes and foreign keys created by this instance
+	ByOther   bool  `json:"by_other"`  // done by another instance (or an earlier run)
+	ElapsedMs int64 `json:"elapsed_ms"`
+}
+
+// postLoad runs the post-load phase, as its holder or as a standby until
+// another instance has done it.
+func (r *Runner) postLoad(ctx context.Context) error {
+	s := postLoadShard(r.plan)
+	log := r.log.With("shard", s.String())
+	start := time.Now()
+	rep := &PostLoadReport{ByOther: true}
+	defer func() {
+		rep.ElapsedMs = time.Since(start).Milliseconds()
+		r.mu.Lock()
+		r.report.PostLoad = rep
+		r.mu.Unlock()
+	}()
+	for {
+		cp, err := r.cursor.Read(ctx, r.dst, s)
+		switch {
+		case errors.Is(err, cursor.ErrNoCheckpoint):
+			return nil // set up by a version without the phase
+		case err != nil:
+			return err
+		case cp.State == cursor.Done:
+			return nil
+		case cp.State == cursor.Halted:
+			return fmt.Errorf("%w: the post-load phase of plan %s is halted; fix the cause, then run `migrate resume`", ErrHalted, r.plan.Name)
+		}
+		c, err := r.claimShard(ctx, s, log)
+		var held *lock.HeldError
+		if errors.As(err, &held) {
+			log.Info("the post-load phase is held by another instance; waiting as its standby", "holder", held.Owner)
+			if err := retry.Sleep(ctx, min(r.plan.LeaseTTL/4, time.Second)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			if c != nil {
+				r.release(ctx, c.lease)
+			}
+			return err
+		}
+		rep.ByOther = false
+		err = r.runPostLoad(ctx, c.lease, log, rep)
+		if err != nil && !errors.Is(err, ErrHalted) {
+			err = r.fenced(ctx, c.lease, s, err)
+		}
+		r.release(ctx, c.lease)
+		return err
+	}
+}
+
+// runPostLoad runs every step not done yet under lease.
+func (r *Runner) runPostLoad(ctx context.Context, lease *lock.Lease, log *slog.Logger, rep *PostLoadReport) error {
+	s := postLoadShard(r.plan)
+	if err := r.setState(lease, s, cursor.Running); err != nil {
+		return err
+	}
+	if err := r.scanPool(ctx); err != nil {
+		return err
+	}
+	scan := r.scan
+	lctx := lease.Context()
+	for _, t := range r.plan.Tables {
+		def, err := r.dstD.ReadTable(lctx, scan, t.TargetIdent())
+		if err != nil {
+			return fmt.Errorf("target table %s: %w", t.Target, err)
+		}
+		for _, st := range r.dstD.SequenceSteps(def) {
+			if err := r.runStep(lctx, scan, st); err != nil {
+				return r.haltPostLoad(lease, log, t.Target, st, err)
+			}
+			rep.Sequences++
+		}
+	}
+	steps, err := r.postLoadSteps(lctx, r.dst)
+	if err != nil {
+		return err
+	}
+	for _, st := range steps {
+		if st.state == "done" {
+			continue
+		}
+		began := time.Now()
+		if err := r.runStep(lctx, scan, st.Step); err != nil {
+			return r.haltPostLoad(lease, log, st.table, st.Step, err)
+		}
+		err := r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
+			if err := r.fence.CheckLease(ctx, tx, s, lease); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, r.dstD.PostLoadDone(), lease.Token(), r.plan.Name, st.seq)
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		rep.Steps++
+		log.Info("post-load step done", "table", st.table, "kind", st.Kind, "name", st.Name, "elapsed", time.Since(began))
+	}
+	return r.setState(lease, s, cursor.Done)
+}
+
+// runStep runs one step unless its object exists: a step that fails is
+// done all the same when its object exists afterwards (another holder
+// created it meanwhile).
+func (r *Runner) runStep(ctx context.Context, db *sql.DB, st dialect.Step) error {
+	exists := func() (bool, error) {
+		if st.Exists == "" {
+			return false, nil
+		}
+		var ok bool
+		err := db.QueryRowContext(ctx, st.Exists, st.ExistsArgs...).Scan(&ok)
+		return ok, err
+	}
+	if ok, err := exists(); err != nil || ok {
+		return err
+	}
+	q := st.SQL
+	if st.Value != "" {
+		var n int64
+		if err := db.QueryRowContext(ctx, st.Value, st.ValueArgs...).Scan(&n); err != nil {
+			return schema.StmtError("post-load "+st.Kind+" "+st.Name, st.Value, err)
+		}
+		q = strings.ReplaceAll(q, "{{n}}", strconv.FormatInt(n, 10))
+	}
+	if _, err := db.ExecContext(ctx, q); err != nil {
+		if ok, eerr := exists(); eerr == nil && ok {
+			return nil
+		}
+		return schema.StmtError("post-load "+st.Kind+" "+st.Name, q, err)
+	}
+	return nil
+}
+
+// haltPostLoad halts the phase on a step the target refused for good (a
+// foreign key the data violates, a unique index over duplicates): running
+// it again would fail again. An unavailable target or a lost lease is
+// returned as is, for the caller to wait out or be fenced.
+func (r *Runner) haltPostLoad(lease *lock.Lease, log *slog.Logger, table string, st dialect.Step, err error) error {
+	if lease.Context().Err() != nil || dialect.Classify(err) == dialect.Unavailable {
+		return err
+	}
+	log.Error("a post-load step failed", "table", table, "kind", st.Kind, "name", st.Name, "err", err)
+	r.halt(lease, postLoadShard(r.plan), log)
+	return fmt.Errorf("%w: post-load %s %s of %s: %w", ErrHalted, st.Kind, st.Name, table, err)
+}
