@@ -19,7 +19,7 @@ type Report struct {
 	Parallel        int           `json:"parallel"` // shards held at once at most (--parallel, or its default)
 	Takeovers       []Takeover    `json:"takeovers"`
 	Shards          []ShardResult `json:"shards"`
-	Verify          *Verification `json:"verify"`          // null when skipped
+	Verify          *Verification `json:"verify"` // null when skipped
 	// PostLoad is the post-load phase (sequence resets, secondary
 	// indexes, foreign keys); null when the run stopped before it.
 	PostLoad *PostLoadReport `json:"post_load"`
@@ -28,7 +28,7 @@ type Report struct {
 	// routines, grants): never silently left out.
 	Notes       []string `json:"notes"`
 	NotMigrated []string `json:"not_migrated"`
-	Error           string        `json:"error,omitempty"` // why the run failed
+	Error       string   `json:"error,omitempty"` // why the run failed
 }
 
 // Takeover records one shard taken over from a holder that did not release
