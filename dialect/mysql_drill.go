@@ -14,5 +14,6 @@ func (m MySQL) DrillForget() []string {
 	return []string{
 		"DELETE FROM " + m.Quote(CheckpointTable) + " WHERE plan = ?",
 		"DELETE FROM " + m.Quote(FenceTable) + " WHERE plan = ?",
+		"DELETE FROM " + m.Quote(PostLoadTable) + " WHERE plan = ?",
 	}
 }

@@ -18,5 +18,6 @@ func (p Postgres) DrillForget() []string {
 	return []string{
 		"DELETE FROM " + p.Quote(CheckpointTable) + " WHERE plan = $1",
 		"DELETE FROM " + p.Quote(FenceTable) + " WHERE plan = $1",
+		"DELETE FROM " + p.Quote(PostLoadTable) + " WHERE plan = $1",
 	}
 }

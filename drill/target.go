@@ -31,6 +31,7 @@ type targetSQL interface {
 	DrillCount(table, key []string, fence string, after bool, r dialect.Range) dialect.Query
 	DropTable(table []string) string
 	DrillForget() []string
+	PostLoadHelper() string
 }
 
 // target is the drill's own connection to the plan's target database.
@@ -85,8 +86,8 @@ func (t *target) dirt(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-// reset drops the plan's target tables and deletes its checkpoint and
-// watermark rows.
+// reset drops the plan's target tables and deletes its checkpoint,
+// watermark and post-load step rows.
 func (t *target) reset(ctx context.Context) error {
 	for _, tb := range t.plan.Tables {
 		if _, err := t.db.ExecContext(ctx, t.sql.DropTable(tb.TargetIdent())); err != nil {
@@ -97,7 +98,9 @@ func (t *target) reset(ctx context.Context) error {
 	if err != nil || !ok {
 		return err
 	}
-	for _, q := range t.sql.DrillForget() {
+	// The post-load steps' table is forgotten in too (made first where an
+	// older version set the target up without it).
+	for _, q := range append([]string{t.sql.PostLoadHelper()}, t.sql.DrillForget()...) {
 		if _, err := t.db.ExecContext(ctx, q, t.plan.Name); err != nil {
 			return fmt.Errorf("forget plan %s: %w", t.plan.Name, err)
 		}
