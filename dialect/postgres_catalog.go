@@ -6,13 +6,21 @@ func (p Postgres) regclass(table []string) string { return p.Quote(table...) }
 // Columns implements Dialect. An enum's base is "enum", a domain's its base
 // type's.
 func (p Postgres) Columns(table []string) (string, []any) {
-	return `SELECT a.attname, format_type(a.atttypid, a.atttypmod),
-  CASE WHEN t.typtype = 'e' THEN 'enum' WHEN t.typtype = 'd' THEN format_type(t.typbasetype, NULL) ELSE format_type(a.atttypid, NULL) END,
-  a.attnotnull
-FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+	return `SELECT ` + pgColumnSelect + pgColumnFrom + `
 WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum`, []any{p.regclass(table)}
 }
+
+// pgColumnSelect is the four columns of Columns (name, type, base, not
+// null) from pg_attribute a joined with its type t; ReadTable selects
+// more after it.
+const pgColumnSelect = `a.attname, format_type(a.atttypid, a.atttypmod),
+  CASE WHEN t.typtype = 'e' THEN 'enum' WHEN t.typtype = 'd' THEN format_type(t.typbasetype, NULL) ELSE format_type(a.atttypid, NULL) END,
+  a.attnotnull`
+
+// pgColumnFrom is the FROM of pgColumnSelect.
+const pgColumnFrom = `
+FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid`
 
 // TableExists implements Dialect.
 func (p Postgres) TableExists(table []string) (string, []any) {
