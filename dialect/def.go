@@ -73,6 +73,9 @@ type ColumnDef struct {
 	Generated string // the generation expression, "" for a column that is written
 	Stored    bool   // a generated column's values are stored (else virtual)
 	Comment   string
+	// OnUpdate is a MySQL column's ON UPDATE expression as the server
+	// spells it ("current_timestamp()"), "" for none; rendered same-engine.
+	OnUpdate string
 }
 
 // Index is an index or a unique or primary key constraint.
@@ -156,6 +159,12 @@ type Step struct {
 	SQL        string
 	Exists     string
 	ExistsArgs []any
+	// Value, when set, is a query (its parameters ValueArgs) yielding one
+	// integer n; SQL holds the placeholder {{n}} where n goes (MySQL's
+	// ALTER TABLE … AUTO_INCREMENT = n takes neither a bind parameter nor
+	// a subquery). The runner runs Value and substitutes.
+	Value     string
+	ValueArgs []any
 }
 
 // Step kinds, in the order the post-load phase runs them.

@@ -20,11 +20,16 @@ func (MySQL) where(table []string) (string, []any) {
 // members under a case-sensitive collation). MariaDB keeps JSON as longtext
 // with a json_valid check; its base is reported as "json". The check's text
 // quotes the column name as an identifier (a backtick doubled).
-func (m MySQL) Columns(table []string) (string, []any) {
+func (m MySQL) Columns(table []string) (string, []any) { return m.columnsQuery(table, "") }
+
+// columnsQuery is Columns' query selecting extra (", c.x, c.y": more
+// columns of information_schema.columns c) after the four of Columns;
+// ReadTable reads a column's whole definition by it.
+func (m MySQL) columnsQuery(table []string, extra string) (string, []any) {
 	cond, args := m.where(table)
 	cond = strings.ReplaceAll(cond, "table_", "c.table_")
 	if !m.MariaDB {
-		return `SELECT c.column_name, c.column_type, LOWER(c.data_type), c.is_nullable = 'NO'
+		return `SELECT c.column_name, c.column_type, LOWER(c.data_type), c.is_nullable = 'NO'` + extra + `
 FROM information_schema.columns c WHERE ` + cond + `
 ORDER BY c.ordinal_position`, args
 	}
@@ -33,7 +38,7 @@ ORDER BY c.ordinal_position`, args
 	// column: slow, and a statement timeout firing while one is built has
 	// crashed MariaDB 10.11).
 	kcond := "constraint_schema = COALESCE(?, DATABASE()) AND table_name = ?"
-	return `SELECT c.column_name, c.column_type, CASE WHEN LOWER(c.data_type) = 'longtext' AND k.check_clause IS NOT NULL THEN 'json' ELSE LOWER(c.data_type) END, c.is_nullable = 'NO'
+	return `SELECT c.column_name, c.column_type, CASE WHEN LOWER(c.data_type) = 'longtext' AND k.check_clause IS NOT NULL THEN 'json' ELSE LOWER(c.data_type) END, c.is_nullable = 'NO'` + extra + `
 FROM information_schema.columns c
 LEFT JOIN (SELECT DISTINCT check_clause FROM information_schema.check_constraints WHERE ` + kcond + `) k
   ON k.check_clause = CONCAT('json_valid(` + "`" + `', REPLACE(c.column_name, '` + "`" + `', '` + "``" + `'), '` + "`" + `)')

@@ -1,7 +1,7 @@
 package dialect
 
 import (
-	"strings"
+	"github.com/migrate-dev/migrate/plans"
 )
 
 // collation is the binary NO PAD collation: keys equal in PostgreSQL are
@@ -13,19 +13,17 @@ func (m MySQL) collation() string {
 	return "utf8mb4_0900_bin"
 }
 
-// CreateTable implements Dialect.
+// CreateTable implements Dialect: Create's table of the columns and key
+// alone.
 func (m MySQL) CreateTable(table []string, cols []Column, key []string, fence string) string {
-	defs := make([]string, 0, len(cols)+2)
+	def := &TableDef{Engine: plans.MySQL, Name: table, PrimaryKey: &Index{Name: "PRIMARY", Unique: true}}
 	for _, c := range cols {
-		d := m.Quote(c.Name) + " " + c.Type
-		if c.NotNull {
-			d += " NOT NULL"
-		}
-		defs = append(defs, d)
+		def.Columns = append(def.Columns, ColumnDef{Column: c})
 	}
-	defs = append(defs, m.Quote(fence)+" bigint NOT NULL DEFAULT 0", "PRIMARY KEY ("+m.quoteList(key)+")")
-	return "CREATE TABLE " + m.Quote(table...) + " (\n  " + strings.Join(defs, ",\n  ") +
-		"\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=" + m.collation()
+	for _, k := range key {
+		def.PrimaryKey.Parts = append(def.PrimaryKey.Parts, IndexPart{Column: k})
+	}
+	return m.Create(def, fence).Table
 }
 
 // AddFenceColumn implements Dialect.

@@ -1,0 +1,427 @@
+package dialect_test
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/typemap"
+)
+
+// appSchema is an application's schema: AUTO_INCREMENT keys (one not
+// first in its primary key), a composite key, self-referencing and
+// composite foreign keys, ENUM and SET members in mixed case, YEAR,
+// timestamps set on insert and update, constant and expression defaults,
+// unique, composite, prefix and FULLTEXT indexes, generated columns,
+// checks, comments, mixed-case names.
+var appSchema = []string{
+	"CREATE TABLE `Accounts` (\n" +
+		"  `Id` int unsigned NOT NULL AUTO_INCREMENT,\n" +
+		"  `Email` varchar(190) NOT NULL,\n" +
+		"  `Status` enum('Active','in''active','a\\\\b','PG-13') NOT NULL DEFAULT 'Active' COMMENT 'the account''s status',\n" +
+		"  flags set('X','y','Zz') DEFAULT 'X,y',\n" +
+		"  born year DEFAULT 2000,\n" +
+		"  created_at timestamp(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),\n" +
+		"  updated_at datetime NOT NULL DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP,\n" +
+		"  note varchar(50) DEFAULT 'it''s a \\\\ b',\n" +
+		"  opened date DEFAULT (CURRENT_DATE),\n" +
+		"  qty int NOT NULL DEFAULT 1 CHECK (qty < 1000),\n" +
+		"  price decimal(8,2) DEFAULT 9.99,\n" +
+		"  total decimal(12,2) AS (qty * price) STORED,\n" +
+		"  email_lc varchar(190) AS (lower(`Email`)) VIRTUAL,\n" +
+		"  bio text,\n" +
+		"  doc json,\n" +
+		"  parent_id int unsigned,\n" +
+		"  PRIMARY KEY (`Id`),\n" +
+		"  UNIQUE KEY uq_email (`Email`),\n" +
+		"  KEY ix_comp (qty, created_at DESC),\n" +
+		"  KEY ix_pref (note(10)),\n" +
+		"  FULLTEXT KEY ft_bio (bio),\n" +
+		"  CONSTRAINT chk_qty CHECK (qty > 0),\n" +
+		"  CONSTRAINT accounts_parent FOREIGN KEY (parent_id) REFERENCES `Accounts` (`Id`) ON DELETE SET NULL\n" +
+		") COMMENT='application accounts'",
+	"CREATE TABLE `Order Lines` (\n" +
+		"  order_id int NOT NULL,\n" +
+		"  line smallint NOT NULL,\n" +
+		"  account_id int unsigned NOT NULL,\n" +
+		"  PRIMARY KEY (order_id, line),\n" +
+		"  CONSTRAINT lines_account FOREIGN KEY (account_id) REFERENCES `Accounts` (`Id`) ON DELETE CASCADE\n" +
+		")",
+	"CREATE TABLE shipments (\n" +
+		"  id bigint NOT NULL AUTO_INCREMENT PRIMARY KEY,\n" +
+		"  order_id int, line smallint,\n" +
+		"  CONSTRAINT ship_line FOREIGN KEY (order_id, line) REFERENCES `Order Lines` (order_id, line) ON DELETE CASCADE ON UPDATE CASCADE\n" +
+		")",
+	"CREATE TABLE events (\n" +
+		"  tenant int NOT NULL,\n" +
+		"  seq bigint NOT NULL AUTO_INCREMENT,\n" +
+		"  PRIMARY KEY (tenant, seq),\n" +
+		"  KEY ix_seq (seq)\n" +
+		")",
+}
+
+// appObjects are what migrate does not copy.
+var appObjects = []string{
+	"CREATE VIEW active_accounts AS SELECT `Id`, `Email` FROM `Accounts` WHERE `Status` = 'Active'",
+	"CREATE TRIGGER lines_bi BEFORE INSERT ON `Order Lines` FOR EACH ROW SET NEW.line = NEW.line",
+	"CREATE PROCEDURE touch_accounts() UPDATE `Accounts` SET qty = qty",
+	"CREATE FUNCTION one() RETURNS int DETERMINISTIC RETURN 1",
+	"CREATE EVENT purge_events ON SCHEDULE EVERY 1 DAY DO DELETE FROM events WHERE tenant < 0",
+}
+
+// openMySQLDB is a fresh database and its name.
+func openMySQLDB(t *testing.T) (*sql.DB, dialect.Dialect, string) {
+	t.Helper()
+	db, d := openMySQL(t)
+	var name string
+	if err := db.QueryRowContext(t.Context(), "SELECT DATABASE()").Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return db, d, name
+}
+
+func execAll(t *testing.T, db *sql.DB, stmts ...string) {
+	t.Helper()
+	for _, s := range stmts {
+		if _, err := db.ExecContext(t.Context(), s); err != nil {
+			t.Fatalf("%v\n%s", err, s)
+		}
+	}
+}
+
+func dump(v any) string {
+	b, _ := json.MarshalIndent(v, "", "  ")
+	return string(b)
+}
+
+func TestMySQL_ListTables(t *testing.T) {
+	db, d, _ := openMySQLDB(t)
+	execAll(t, db, appSchema...)
+	execAll(t, db, appObjects[0], "CREATE TABLE _migrate_fence (x int)")
+	got, err := d.ListTables(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := [][]string{{"Accounts"}, {"Order Lines"}, {"events"}, {"shipments"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ListTables = %q, want %q", got, want)
+	}
+	if _, err := d.ReadTable(t.Context(), db, []string{"nope"}); err != dialect.ErrNoTable {
+		t.Errorf("ReadTable of a missing table: %v, want ErrNoTable", err)
+	}
+	if _, err := d.ReadTable(t.Context(), db, []string{"active_accounts"}); err != dialect.ErrNoTable {
+		t.Errorf("ReadTable of a view: %v, want ErrNoTable", err)
+	}
+}
+
+// TestMySQL_ReadTable reads an application's table whole.
+func TestMySQL_ReadTable(t *testing.T) {
+	db, d, _ := openMySQLDB(t)
+	execAll(t, db, appSchema...)
+	def, err := d.ReadTable(t.Context(), db, []string{"Accounts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := func(name string) dialect.ColumnDef {
+		for _, c := range def.Columns {
+			if c.Name == name {
+				return c
+			}
+		}
+		t.Fatalf("no column %s in %s", name, dump(def.Columns))
+		return dialect.ColumnDef{}
+	}
+	lit := func(v string) dialect.Default { return dialect.Default{Kind: dialect.DefaultLiteral, Value: v} }
+	for _, w := range []struct {
+		name    string
+		typ     string
+		values  []string
+		def     dialect.Default
+		ident   string
+		gen     string
+		stored  bool
+		comment string
+		update  string
+	}{
+		{name: "Id", typ: "int(10) unsigned", ident: dialect.AutoIncrement},
+		{name: "Status", typ: `enum('Active','in''active','a\\b','PG-13')`, values: []string{"Active", "in'active", `a\b`, "PG-13"}, def: lit("Active"), comment: "the account's status"},
+		{name: "flags", typ: "set('X','y','Zz')", values: []string{"X", "y", "Zz"}, def: lit("X,y")},
+		{name: "born", typ: "year(4)", def: lit("2000")},
+		{name: "created_at", typ: "timestamp(6)", def: dialect.Default{Kind: dialect.DefaultNow}},
+		{name: "updated_at", typ: "datetime", def: dialect.Default{Kind: dialect.DefaultNow}, update: "current_timestamp()"},
+		{name: "note", typ: "varchar(50)", def: lit(`it's a \ b`)},
+		{name: "opened", typ: "date", def: dialect.Default{Kind: dialect.DefaultExpr}},
+		{name: "qty", typ: "int(11)", def: lit("1")},
+		{name: "price", typ: "decimal(8,2)", def: lit("9.99")},
+		{name: "total", typ: "decimal(12,2)", gen: "`qty` * `price`", stored: true},
+		{name: "email_lc", typ: "varchar(190)", gen: "lcase(`Email`)"},
+		{name: "doc", typ: "longtext"},
+		{name: "parent_id", typ: "int(10) unsigned"},
+	} {
+		c := col(w.name)
+		got := []any{c.Type, c.Values, c.Default.Kind, c.Default.Value, c.Identity, c.Generated, c.Stored, c.Comment, c.OnUpdate}
+		want := []any{w.typ, w.values, w.def.Kind, w.def.Value, w.ident, w.gen, w.stored, w.comment, w.update}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("column %s: got %q, want %q", w.name, got, want)
+		}
+		if w.def.Kind != "" && c.Default.Expr == "" {
+			t.Errorf("column %s: default without its expression", w.name)
+		}
+	}
+	if c := col("doc"); c.Base != "json" {
+		t.Errorf("doc's base %q, want json", c.Base)
+	}
+	if c := col("Status"); !c.NotNull {
+		t.Errorf("Status is NOT NULL")
+	}
+	if def.Comment != "application accounts" || !reflect.DeepEqual(def.Name, []string{"Accounts"}) {
+		t.Errorf("name %q, comment %q", def.Name, def.Comment)
+	}
+	if def.PrimaryKey == nil || !reflect.DeepEqual(def.PrimaryKey.Columns(), []string{"Id"}) {
+		t.Errorf("primary key %s", dump(def.PrimaryKey))
+	}
+	idx := map[string]dialect.Index{}
+	for _, x := range def.Indexes {
+		idx[x.Name] = x
+	}
+	part := func(c string) dialect.IndexPart { return dialect.IndexPart{Column: c} }
+	for name, want := range map[string]dialect.Index{
+		"uq_email":        {Name: "uq_email", Unique: true, Method: "btree", Parts: []dialect.IndexPart{part("Email")}},
+		"ix_comp":         {Name: "ix_comp", Method: "btree", Parts: []dialect.IndexPart{part("qty"), {Column: "created_at", Desc: true}}},
+		"ix_pref":         {Name: "ix_pref", Method: "btree", Parts: []dialect.IndexPart{{Column: "note", Prefix: 10}}},
+		"ft_bio":          {Name: "ft_bio", Method: "fulltext", Parts: []dialect.IndexPart{part("bio")}},
+		"accounts_parent": {Name: "accounts_parent", Method: "btree", Parts: []dialect.IndexPart{part("parent_id")}}, // the foreign key's
+	} {
+		if !reflect.DeepEqual(idx[name], want) {
+			t.Errorf("index %s: got %s, want %s", name, dump(idx[name]), dump(want))
+		}
+	}
+	if len(def.Indexes) != 5 {
+		t.Errorf("%d indexes, want 5: %s", len(def.Indexes), dump(def.Indexes))
+	}
+	wantFK := []dialect.ForeignKey{{Name: "accounts_parent", Columns: []string{"parent_id"}, RefTable: []string{"Accounts"}, RefColumns: []string{"Id"}, OnDelete: "SET NULL", OnUpdate: "RESTRICT"}}
+	if !reflect.DeepEqual(def.ForeignKeys, wantFK) {
+		t.Errorf("foreign keys %s", dump(def.ForeignKeys))
+	}
+	// MariaDB names a column's own check after the column; the json_valid
+	// check of doc is the json type's, not listed.
+	wantChecks := []dialect.Check{{Name: "chk_qty", Expr: "`qty` > 0"}, {Name: "qty", Expr: "`qty` < 1000"}}
+	if !reflect.DeepEqual(def.Checks, wantChecks) {
+		t.Errorf("checks %s", dump(def.Checks))
+	}
+	ship, err := d.ReadTable(t.Context(), db, []string{"shipments"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFK = []dialect.ForeignKey{{Name: "ship_line", Columns: []string{"order_id", "line"}, RefTable: []string{"Order Lines"}, RefColumns: []string{"order_id", "line"}, OnDelete: "CASCADE", OnUpdate: "CASCADE"}}
+	if !reflect.DeepEqual(ship.ForeignKeys, wantFK) {
+		t.Errorf("composite foreign key %s", dump(ship.ForeignKeys))
+	}
+}
+
+// TestMySQL_NotMigrated lists the views, triggers, routines, events and
+// table grants of the database.
+func TestMySQL_NotMigrated(t *testing.T) {
+	db, d, name := openMySQLDB(t)
+	execAll(t, db, appSchema...)
+	execAll(t, db, appObjects...)
+	user := "mg_app_" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	execAll(t, db, "CREATE USER '"+user+"'@'%' IDENTIFIED BY 'x-local-only'",
+		"GRANT SELECT, UPDATE ON `"+name+"`.`Accounts` TO '"+user+"'@'%'")
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP USER IF EXISTS '"+user+"'@'%'") })
+	got, err := d.NotMigrated(t.Context(), db, [][]string{{"Accounts"}, {"Order Lines"}, {"events"}, {"shipments"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []dialect.Object{
+		{Kind: "view", Name: "active_accounts", Note: "reads Accounts"},
+		{Kind: "trigger", Name: "lines_bi", Note: "BEFORE INSERT on table Order Lines"},
+		{Kind: "function", Name: "one", Note: "function of the database"},
+		{Kind: "procedure", Name: "touch_accounts", Note: "procedure of the database"},
+		{Kind: "event", Name: "purge_events", Note: "scheduled event (enabled)"},
+		{Kind: "grant", Name: "Accounts", Note: "SELECT, UPDATE on Accounts to '" + user + "'@'%'"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("NotMigrated:\n%s\nwant\n%s", dump(got), dump(want))
+	}
+}
+
+// runStep runs a post-load step as the runner does (Value substituted,
+// skipped when Exists says it is done), twice: the second is a no-op.
+func runStep(t *testing.T, db *sql.DB, s dialect.Step) {
+	t.Helper()
+	ctx := t.Context()
+	for i := range 2 {
+		if s.Exists != "" {
+			var done bool
+			if err := db.QueryRowContext(ctx, s.Exists, s.ExistsArgs...).Scan(&done); err != nil {
+				t.Fatalf("%v\n%s", err, s.Exists)
+			}
+			if done != (i == 1) {
+				t.Errorf("step %s %s: exists = %v on run %d", s.Kind, s.Name, done, i+1)
+			}
+			if done {
+				continue
+			}
+		}
+		q := s.SQL
+		if s.Value != "" {
+			var n int64
+			if err := db.QueryRowContext(ctx, s.Value, s.ValueArgs...).Scan(&n); err != nil {
+				t.Fatalf("%v\n%s", err, s.Value)
+			}
+			q = strings.ReplaceAll(q, "{{n}}", strconv.FormatInt(n, 10))
+		}
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("step %s %s: %v\n%s", s.Kind, s.Name, err, q)
+		}
+	}
+}
+
+// autoIncrement is a table's AUTO_INCREMENT counter.
+func autoIncrement(t *testing.T, db *sql.DB, table string) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRowContext(t.Context(), "SELECT auto_increment FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?", table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestMySQL_CreateRoundTrip: a table created in another database from its
+// definition (types mapped as a run maps them), loaded, then given its
+// post-load steps, reads back as the same definition; its AUTO_INCREMENT
+// counter is above the rows copied.
+func TestMySQL_CreateRoundTrip(t *testing.T) {
+	src, d, srcName := openMySQLDB(t)
+	dst, _, _ := openMySQLDB(t)
+	ctx := t.Context()
+	execAll(t, src, appSchema...)
+	execAll(t, src,
+		"INSERT INTO `Accounts` (`Id`, `Email`, `Status`, qty, bio) VALUES (1, 'a@x', 'PG-13', 1, 'one'), (500, 'b@x', 'a\\\\b', 2, 'two')",
+		"UPDATE `Accounts` SET parent_id = 1 WHERE `Id` = 500",
+		"INSERT INTO `Order Lines` VALUES (1, 1, 1), (1, 2, 500)",
+		"INSERT INTO shipments VALUES (0, 1, 1), (42, 1, 2)", // id 0 kept: NO_AUTO_VALUE_ON_ZERO
+		"INSERT INTO events VALUES (1, 7), (2, 300)")
+	tables := []string{"Accounts", "Order Lines", "shipments", "events"}
+	srcDefs := map[string]*dialect.TableDef{}
+	var steps, fks []dialect.Step
+	for _, name := range tables {
+		def, err := d.ReadTable(ctx, src, []string{name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srcDefs[name] = def
+		mapped := mapDef(t, def, plans.MySQL, plans.MySQL)
+		cr := d.Create(mapped, "_fence")
+		if len(cr.Notes) > 0 || len(cr.Skipped) > 0 {
+			t.Errorf("%s: same-engine notes %q, skipped %q", name, cr.Notes, cr.Skipped)
+		}
+		execAll(t, dst, append(append(append([]string{}, cr.Before...), cr.Table), cr.After...)...)
+		// The load: every written column.
+		var cols []string
+		for _, c := range def.Columns {
+			if c.Generated == "" {
+				cols = append(cols, d.Quote(c.Name))
+			}
+		}
+		list := strings.Join(cols, ", ")
+		execAll(t, dst, "INSERT INTO "+d.Quote(name)+" ("+list+") SELECT "+list+" FROM "+d.Quote(srcName, name))
+		steps = append(steps, cr.Indexes...)
+		fks = append(fks, cr.ForeignKeys...)
+	}
+	// The post-load phase: every index, then every foreign key.
+	for _, s := range steps {
+		runStep(t, dst, s)
+	}
+	if len(fks) != 3 {
+		t.Errorf("%d foreign key steps, want 3", len(fks))
+	}
+	for _, s := range fks {
+		runStep(t, dst, s)
+	}
+	for _, name := range tables {
+		got, err := d.ReadTable(ctx, dst, []string{name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range d.SequenceSteps(got) {
+			runStep(t, dst, s)
+		}
+		got.Columns = slices.DeleteFunc(got.Columns, func(c dialect.ColumnDef) bool { return c.Name == "_fence" })
+		if !reflect.DeepEqual(got, srcDefs[name]) {
+			t.Errorf("%s read back:\n%s\nwant\n%s", name, dump(got), dump(srcDefs[name]))
+		}
+	}
+	res, err := dst.ExecContext(ctx, "INSERT INTO `Accounts` (`Email`) VALUES ('new@x')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := res.LastInsertId(); id != 501 {
+		t.Errorf("next Id %d, want 501", id)
+	}
+	if n := autoIncrement(t, dst, "events"); n != 301 {
+		t.Errorf("events' counter %d, want 301 (its AUTO_INCREMENT column is second in the key)", n)
+	}
+	// The counter is never lowered.
+	execAll(t, dst, "ALTER TABLE `Accounts` AUTO_INCREMENT = 1000")
+	def, err := d.ReadTable(ctx, dst, []string{"Accounts"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := d.SequenceSteps(def)
+	if len(seq) != 1 {
+		t.Fatalf("%d sequence steps, want 1", len(seq))
+	}
+	runStep(t, dst, seq[0])
+	if n := autoIncrement(t, dst, "Accounts"); n != 1000 {
+		t.Errorf("counter %d after the step, want 1000 kept", n)
+	}
+	var zero int
+	if err := dst.QueryRowContext(ctx, "SELECT COUNT(*) FROM shipments WHERE id = 0").Scan(&zero); err != nil || zero != 1 {
+		t.Errorf("shipment 0 copied: %d, %v", zero, err)
+	}
+	// The foreign keys work: deleting an account cascades to its lines
+	// and their shipments, and sets its children's parent to NULL.
+	execAll(t, dst, "DELETE FROM `Accounts` WHERE `Id` = 1")
+	var lines, ships int
+	var parent sql.NullInt64
+	if err := dst.QueryRowContext(ctx, "SELECT (SELECT COUNT(*) FROM `Order Lines`), (SELECT COUNT(*) FROM shipments), (SELECT parent_id FROM `Accounts` WHERE `Id` = 500)").Scan(&lines, &ships, &parent); err != nil {
+		t.Fatal(err)
+	}
+	if lines != 1 || ships != 1 || parent.Valid {
+		t.Errorf("after the delete: %d lines, %d shipments, parent %v; want 1, 1, NULL", lines, ships, parent)
+	}
+}
+
+// mapDef is def with its column types mapped from one engine to the
+// other, as a run maps them before Create.
+func mapDef(t *testing.T, def *dialect.TableDef, from, to plans.Engine) *dialect.TableDef {
+	t.Helper()
+	out := *def
+	out.Columns = slices.Clone(def.Columns)
+	cols := make([]dialect.Column, len(def.Columns))
+	for i, c := range def.Columns {
+		cols[i] = c.Column
+	}
+	var key []string
+	if def.PrimaryKey != nil {
+		key = def.PrimaryKey.Columns()
+	}
+	mapped, err := typemap.MapColumns(from, to, def.Name[len(def.Name)-1], cols, key, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range out.Columns {
+		out.Columns[i].Type, out.Columns[i].Base = mapped[i].Type, mapped[i].Base
+	}
+	return &out
+}
