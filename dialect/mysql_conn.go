@@ -61,7 +61,9 @@ func mysqlOpenConfig(dsn plans.DSN, s Session) (*mysql.Config, error) {
 		cfg.Params = map[string]string{}
 	}
 	cfg.Params["time_zone"] = "'+00:00'"
-	cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
+	// NO_AUTO_VALUE_ON_ZERO: a copied row whose AUTO_INCREMENT key is 0
+	// keeps 0 instead of taking a new value.
+	cfg.Params["sql_mode"] = "'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION,NO_AUTO_VALUE_ON_ZERO'"
 	idle := max(int64(s.IdleInTransaction/time.Second), 1)
 	if s.IdleInTransaction > 0 {
 		cfg.Params["wait_timeout"] = strconv.FormatInt(idle, 10)
