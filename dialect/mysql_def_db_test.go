@@ -425,3 +425,133 @@ func mapDef(t *testing.T, def *dialect.TableDef, from, to plans.Engine) *dialect
 	}
 	return &out
 }
+
+// pgItems is a PostgreSQL definition as the PostgreSQL reader gives it,
+// with what MySQL has no form for: a partial unique index, a gin index.
+func pgItems() (*dialect.TableDef, *dialect.TableDef) {
+	col := func(name, typ, base string, notNull bool) dialect.ColumnDef {
+		return dialect.ColumnDef{Column: dialect.Column{Name: name, Type: typ, Base: base, NotNull: notNull}}
+	}
+	tags := &dialect.TableDef{Engine: plans.Postgres, Name: []string{"tags"},
+		Columns:    []dialect.ColumnDef{col("id", "integer", "integer", true), col("label", "character varying(20)", "character varying", false)},
+		PrimaryKey: &dialect.Index{Name: "tags_pkey", Unique: true, Constraint: true, Method: "btree", Parts: []dialect.IndexPart{{Column: "id"}}},
+	}
+	tags.Columns[0].Identity = dialect.IdentitySerial
+	tags.Columns[1].Default = dialect.Default{Kind: dialect.DefaultLiteral, Value: "it's \\ new", Expr: "'it''s \\ new'::character varying"}
+	items := &dialect.TableDef{Engine: plans.Postgres, Name: []string{"items"}, Comment: "stock items",
+		Columns: []dialect.ColumnDef{
+			col("id", "bigint", "bigint", true),
+			col("active", "boolean", "boolean", true),
+			col("created", "timestamp(6) without time zone", "timestamp without time zone", true),
+			col("sku", "text", "text", true),
+			col("qty", "integer", "integer", false),
+			col("a", "integer", "integer", false),
+			col("doubled", "integer", "integer", false),
+			col("doc", "jsonb", "jsonb", false),
+			col("tag_id", "integer", "integer", false),
+			col("day", "date", "date", false),
+		},
+		PrimaryKey: &dialect.Index{Name: "items_pkey", Unique: true, Constraint: true, Method: "btree", Parts: []dialect.IndexPart{{Column: "id"}}},
+		Indexes: []dialect.Index{
+			{Name: "items_sku_live", Unique: true, Method: "btree", Parts: []dialect.IndexPart{{Column: "sku"}}, Where: "(qty > 0)"},
+			{Name: "items_doc", Method: "gin", Parts: []dialect.IndexPart{{Column: "doc"}}},
+			{Name: "items_qty", Method: "btree", Parts: []dialect.IndexPart{{Column: "qty", Desc: true}}},
+			{Name: "items_sku", Method: "btree", Parts: []dialect.IndexPart{{Column: "sku"}}},
+		},
+		ForeignKeys: []dialect.ForeignKey{{Name: "items_tag_fk", Columns: []string{"tag_id"}, RefTable: []string{"tags"}, RefColumns: []string{"id"}, OnDelete: "SET NULL", OnUpdate: "NO ACTION"}},
+		Checks:      []dialect.Check{{Name: "qty_positive", Expr: "(qty > 0)"}},
+		PartitionBy: "RANGE (created)",
+	}
+	items.Columns[0].Identity = dialect.IdentityAlways
+	items.Columns[1].Default = dialect.Default{Kind: dialect.DefaultLiteral, Value: "true", Expr: "true"}
+	items.Columns[2].Default = dialect.Default{Kind: dialect.DefaultNow, Expr: "now()"}
+	items.Columns[3].Comment = "stock keeping unit"
+	items.Columns[6].Generated, items.Columns[6].Stored = "(a * 2)", true
+	items.Columns[9].Default = dialect.Default{Kind: dialect.DefaultExpr, Expr: "CURRENT_DATE"}
+	return tags, items
+}
+
+// TestMySQL_CreateFromPostgres creates a PostgreSQL table on MySQL: what
+// has a MySQL form is created, the rest is in Notes (or Skipped), never
+// created wrong (a partial unique index as a full one).
+func TestMySQL_CreateFromPostgres(t *testing.T) {
+	db, d, _ := openMySQLDB(t)
+	ctx := t.Context()
+	tags, items := pgItems()
+	var notes, skipped []string
+	var steps []dialect.Step
+	for _, def := range []*dialect.TableDef{tags, items} {
+		cr := d.Create(mapDef(t, def, plans.Postgres, plans.MySQL), "_fence")
+		t.Logf("%s\nnotes %q", cr.Table, cr.Notes)
+		execAll(t, db, append(append(append([]string{}, cr.Before...), cr.Table), cr.After...)...)
+		notes, skipped = append(notes, cr.Notes...), append(skipped, cr.Skipped...)
+		steps = append(steps, cr.Indexes...)
+		steps = append(steps, cr.ForeignKeys...)
+	}
+	for _, s := range steps {
+		runStep(t, db, s)
+	}
+	noted := func(what string) bool {
+		return slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, what) })
+	}
+	for _, w := range []string{"unique index items_sku_live", "index items_doc", "partitioned table", "identity always of column id"} {
+		if !noted(w) {
+			t.Errorf("no note of %s in %q", w, notes)
+		}
+	}
+	got, err := d.ReadTable(ctx, db, []string{"items"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range got.Indexes {
+		names = append(names, x.Name)
+		if x.Unique {
+			t.Errorf("unique index %s created", x.Name)
+		}
+	}
+	// items_tag_fk's index is InnoDB's, made with the foreign key.
+	if want := []string{"items_items_tag_fk", "items_qty", "items_sku"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("indexes %q, want %q", names, want)
+	}
+	if len(got.ForeignKeys) != 1 || got.ForeignKeys[0].Name != "items_items_tag_fk" || got.ForeignKeys[0].OnDelete != "SET NULL" {
+		t.Errorf("foreign keys %s", dump(got.ForeignKeys))
+	}
+	if got.Comment != "stock items" {
+		t.Errorf("comment %q", got.Comment)
+	}
+	// A translated check is named <table>_<name>; one without translation
+	// is noted. So is a generated column's expression, or it is skipped.
+	if !noted("check qty_positive") && !slices.Equal(checkNames(got), []string{"items_qty_positive"}) {
+		t.Errorf("check neither created as items_qty_positive nor noted: %s, %q", dump(got.Checks), notes)
+	}
+	if !slices.Contains(skipped, "doubled") && !slices.ContainsFunc(got.Columns, func(c dialect.ColumnDef) bool { return c.Name == "doubled" && c.Stored }) {
+		t.Errorf("generated column neither created stored nor skipped: %q", skipped)
+	}
+	// The same sku twice: the partial unique index covers no NULL qty.
+	execAll(t, db, "INSERT INTO tags (label) VALUES (DEFAULT), ('b')",
+		"INSERT INTO items (sku, qty, a, tag_id) VALUES ('x', 1, 2, 1), ('x', NULL, 2, 2)")
+	var id, active int64
+	var created sql.NullTime
+	if err := db.QueryRowContext(ctx, "SELECT MAX(id), MIN(active), MIN(created) FROM items").Scan(&id, &active, &created); err != nil {
+		t.Fatal(err)
+	}
+	if id != 2 || active != 1 || !created.Valid {
+		t.Errorf("defaults: id %d, active %d, created %v; want 2, 1, now", id, active, created)
+	}
+	var label string
+	if err := db.QueryRowContext(ctx, "SELECT label FROM tags WHERE id = 1").Scan(&label); err != nil || label != `it's \ new` {
+		t.Errorf("tags' default %q, %v", label, err)
+	}
+	for _, s := range d.SequenceSteps(got) {
+		runStep(t, db, s)
+	}
+}
+
+func checkNames(def *dialect.TableDef) []string {
+	var out []string
+	for _, c := range def.Checks {
+		out = append(out, c.Name)
+	}
+	return out
+}
