@@ -56,12 +56,14 @@ func (p Postgres) SelectLast(table []string, cols, key []string, r Range, limit 
 }
 
 // Upsert implements Dialect. The token is one parameter after the row
-// values, shared by every row. xmax = 0 tells an inserted row from an updated
+// values, shared by every row. OVERRIDING SYSTEM VALUE writes the source's
+// values into a GENERATED ALWAYS identity column (the server accepts it,
+// and ignores it, on a table without one). xmax = 0 tells an inserted row from an updated
 // one; rows whose stored token is newer are neither.
 func (p Postgres) Upsert(table []string, cols, key []string, fence string, rows int) Upsert {
 	var b strings.Builder
 	tok := "$" + strconv.Itoa(rows*len(cols)+1)
-	b.WriteString("WITH w AS (INSERT INTO " + p.Quote(table...) + " AS t (" + p.quoteList(cols) + ", " + p.Quote(fence) + ") VALUES ")
+	b.WriteString("WITH w AS (INSERT INTO " + p.Quote(table...) + " AS t (" + p.quoteList(cols) + ", " + p.Quote(fence) + ") OVERRIDING SYSTEM VALUE VALUES ")
 	n := 0
 	for r := 0; r < rows; r++ {
 		if r > 0 {
