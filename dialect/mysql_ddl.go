@@ -82,7 +82,7 @@ func (m MySQL) Create(def *TableDef, fence string) Created {
 	}
 	switch {
 	case def.PartitionBy != "" && cross:
-		cr.Notes = append(cr.Notes, fmt.Sprintf("partitioned table (PARTITION BY %s, %d partitions): created as a plain table", def.PartitionBy, len(def.Partitions)))
+		cr.Notes = append(cr.Notes, fmt.Sprintf("partitioned table (PARTITION BY %s; partitions: %d): created as a plain table", def.PartitionBy, len(def.Partitions)))
 	case def.PartitionBy != "":
 		tail += "\n" + def.PartitionBy
 	}

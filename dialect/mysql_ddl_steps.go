@@ -16,7 +16,13 @@ func (m MySQL) indexStep(def *TableDef, x Index, cross bool, cr *Created) (Step,
 		if x.Unique {
 			kind = "unique index"
 		}
-		cr.Notes = append(cr.Notes, fmt.Sprintf("%s %s (%s): not created, %s", kind, x.Name, strings.Join(x.Columns(), ", "), why))
+		parts := x.Columns()
+		for i, p := range x.Parts {
+			if p.Column == "" {
+				parts[i] = p.Expr
+			}
+		}
+		cr.Notes = append(cr.Notes, fmt.Sprintf("%s %s (%s): not created, %s", kind, x.Name, strings.Join(parts, ", "), why))
 		return Step{}, false
 	}
 	parts := slices.Clone(x.Parts)
