@@ -47,14 +47,20 @@ var mysqlTypes = map[string]myType{
 	"blob":             {kind: Bytes, binary: true, toPG: pgIs("bytea")},
 	"mediumblob":       {kind: Bytes, binary: true, toPG: pgIs("bytea")},
 	"longblob":         {kind: Bytes, binary: true, toPG: pgIs("bytea")},
-	"bit":              {kind: Text, binary: true},
-	"date":             {kind: Date, toPG: pgIs("date"), keyBytes: fixedKey(3 + 3)},
-	"time":             {kind: Time, toPG: pgSized("time", "0"), keyBytes: fixedKey(3 + 3)},
-	"datetime":         {kind: Timestamp, toPG: pgSized("timestamp", "0")},
-	"timestamp":        {kind: Timestamp, toPG: pgSized("timestamptz", "0")},
-	"json":             {kind: JSON, toPG: pgIs("jsonb")},
-	"enum":             {kind: Text, toPG: pgIs("text")},
-	"set":              {kind: Text, toPG: pgIs("text")},
+	// bit(n) has no mapping: its values come as bytes, PostgreSQL's bit(n)
+	// and boolean take neither, and bit(1) is not always a flag. A plan
+	// names the type (bytea copies the bytes as they are).
+	"bit":       {kind: Text, binary: true},
+	"date":      {kind: Date, toPG: pgIs("date"), keyBytes: fixedKey(3 + 3)},
+	"time":      {kind: Time, toPG: pgSized("time", "0"), keyBytes: fixedKey(3 + 3)},
+	"datetime":  {kind: Timestamp, toPG: pgSized("timestamp", "0")},
+	"timestamp": {kind: Timestamp, toPG: pgSized("timestamptz", "0")},
+	"json":      {kind: JSON, toPG: pgIs("jsonb")},
+	// ENUM and SET become text: the PostgreSQL renderer adds a CHECK of
+	// an ENUM's members (Column.Values); a SET's value is its members
+	// joined by commas, as MySQL writes it.
+	"enum": {kind: Text, toPG: pgIs("text")},
+	"set":  {kind: Text, toPG: pgIs("text")},
 }
 
 // mySQLToPG maps a MySQL column to a PostgreSQL type. c.Type is MySQL's
