@@ -555,3 +555,33 @@ func checkNames(def *dialect.TableDef) []string {
 	}
 	return out
 }
+
+// A partitioned table's PARTITION BY clause is read from SHOW CREATE
+// TABLE and reproduced.
+func TestMySQL_PartitionedRoundTrip(t *testing.T) {
+	src, d, srcName := openMySQLDB(t)
+	dst, _, _ := openMySQLDB(t)
+	execAll(t, src, "CREATE TABLE p (id int NOT NULL, created date NOT NULL, PRIMARY KEY (id, created))"+
+		" PARTITION BY RANGE (YEAR(created)) (PARTITION p0 VALUES LESS THAN (2020), PARTITION `p max` VALUES LESS THAN MAXVALUE)")
+	def, err := d.ReadTable(t.Context(), src, []string{"p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(def.PartitionBy, "PARTITION BY RANGE (") || !strings.Contains(def.PartitionBy, "`p max`") || strings.Contains(def.PartitionBy, "*/") {
+		t.Errorf("PartitionBy %q", def.PartitionBy)
+	}
+	cr := d.Create(mapDef(t, def, plans.MySQL, plans.MySQL), "_fence")
+	execAll(t, dst, cr.Table)
+	got, err := d.ReadTable(t.Context(), dst, []string{"p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.PartitionBy != def.PartitionBy {
+		t.Errorf("read back %q, want %q", got.PartitionBy, def.PartitionBy)
+	}
+	// A table of another database is named with its schema.
+	other, err := d.ReadTable(t.Context(), dst, []string{srcName, "p"})
+	if err != nil || !reflect.DeepEqual(other.Name, []string{srcName, "p"}) || len(other.Columns) != 2 {
+		t.Errorf("ReadTable of %s.p from another database: %v, %v", srcName, other, err)
+	}
+}
