@@ -2,6 +2,8 @@ package dialect
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/migrate-dev/migrate/plans"
 )
@@ -13,9 +15,495 @@ var errNoTranslation = errors.New("no translation")
 // translateExpr translates an expression (a default, a check, a generated
 // column's, a partial index's predicate) spelled as engine from spells it
 // into engine to's spelling, or returns errNoTranslation saying why.
+//
+// Only a small, common subset translates: column names, numbers and
+// strings, comparisons and arithmetic (division aside: integer division
+// differs), AND OR NOT IN IS NULL BETWEEN LIKE CASE, and a few functions
+// that mean the same in both engines. PostgreSQL's casts (::type) are
+// dropped, x = ANY (ARRAY[…]) becomes x IN (…), a chain a || b becomes
+// CONCAT(a, b); MySQL's charset introducers (_utf8mb4'x') are dropped and
+// its backslash escapes decoded. Anything else is errNoTranslation naming
+// what it met.
 func translateExpr(expr string, from, to plans.Engine) (string, error) {
 	if from == to {
 		return expr, nil
 	}
-	return "", errNoTranslation
+	toks, err := tokenize(expr, from)
+	if err != nil {
+		return "", err
+	}
+	if from == plans.Postgres {
+		if toks, err = pgToMySQLTokens(toks); err != nil {
+			return "", err
+		}
+	} else {
+		if toks, err = mysqlToPGTokens(toks); err != nil {
+			return "", err
+		}
+	}
+	return render(toks, to), nil
+}
+
+// Token kinds.
+const (
+	tokWord  = iota // a keyword, a function or an unquoted identifier
+	tokIdent        // a quoted identifier, val unquoted
+	tokStr          // a string constant, val decoded
+	tokNum
+	tokOp // operators and punctuation
+)
+
+type token struct {
+	kind  int
+	text  string // the source text (the name for tokWord)
+	val   string // tokIdent, tokStr: the value
+	space bool   // whitespace before it in the source
+}
+
+// tokenize splits expr, spelled as engine e spells it.
+func tokenize(s string, e plans.Engine) ([]token, error) {
+	var out []token
+	space := false
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			space = true
+			i++
+			continue
+		case c == '\'' || (c == 'E' || c == 'e') && e == plans.Postgres && i+1 < len(s) && s[i+1] == '\'' ||
+			c == '"' && e == plans.MySQL:
+			v, n, err := readString(s[i:], e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, token{kind: tokStr, text: s[i : i+n], val: v, space: space})
+			i += n
+		case c == '"' || c == '`':
+			if c == '`' && e != plans.MySQL {
+				return nil, fmt.Errorf("%w: a backtick in a PostgreSQL expression", errNoTranslation)
+			}
+			j := i + 1
+			var b strings.Builder
+			for ; j < len(s); j++ {
+				if s[j] == c {
+					if j+1 < len(s) && s[j+1] == c {
+						b.WriteByte(c)
+						j++
+						continue
+					}
+					break
+				}
+				b.WriteByte(s[j])
+			}
+			if j >= len(s) {
+				return nil, fmt.Errorf("%w: unterminated identifier in %s", errNoTranslation, s)
+			}
+			out = append(out, token{kind: tokIdent, text: s[i : j+1], val: b.String(), space: space})
+			i = j + 1
+		case c >= '0' && c <= '9' || c == '.' && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9':
+			j := i
+			for j < len(s) && (s[j] >= '0' && s[j] <= '9' || s[j] == '.' || s[j] == 'e' || s[j] == 'E' ||
+				(s[j] == '-' || s[j] == '+') && (s[j-1] == 'e' || s[j-1] == 'E')) {
+				j++
+			}
+			out = append(out, token{kind: tokNum, text: s[i:j], space: space})
+			i = j
+		case c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= 0x80:
+			j := i
+			for j < len(s) && (s[j] == '_' || s[j] == '$' || s[j] >= 'a' && s[j] <= 'z' || s[j] >= 'A' && s[j] <= 'Z' || s[j] >= '0' && s[j] <= '9' || s[j] >= 0x80) {
+				j++
+			}
+			out = append(out, token{kind: tokWord, text: s[i:j], space: space})
+			i = j
+		default:
+			n := 1
+			for _, op := range []string{"::", "||", "<=>", "<>", "!=", "<=", ">=", "->>", "->", "&&", "!~~*", "!~~", "~~*", "~~", "!~*", "!~", "~*"} {
+				if strings.HasPrefix(s[i:], op) {
+					n = len(op)
+					break
+				}
+			}
+			out = append(out, token{kind: tokOp, text: s[i : i+n], space: space})
+			i += n
+		}
+		space = false
+	}
+	return out, nil
+}
+
+// readString reads the string constant at the start of s: its value and
+// its length in s.
+func readString(s string, e plans.Engine) (string, int, error) {
+	i, esc := 0, e == plans.MySQL
+	if s[0] == 'E' || s[0] == 'e' {
+		i, esc = 1, true
+	}
+	q := s[i]
+	var b strings.Builder
+	for j := i + 1; j < len(s); j++ {
+		c := s[j]
+		switch {
+		case c == q && j+1 < len(s) && s[j+1] == q:
+			b.WriteByte(q)
+			j++
+		case c == q:
+			return b.String(), j + 1, nil
+		case c == '\\' && esc && j+1 < len(s):
+			j++
+			switch s[j] {
+			case 'n':
+				b.WriteByte('\n')
+			case 't':
+				b.WriteByte('\t')
+			case 'r':
+				b.WriteByte('\r')
+			case '0':
+				b.WriteByte(0)
+			case 'b':
+				b.WriteByte('\b')
+			case 'Z':
+				b.WriteByte(26)
+			case '%', '_':
+				if e == plans.MySQL { // MySQL keeps the backslash of \% and \_
+					b.WriteByte('\\')
+				}
+				b.WriteByte(s[j])
+			default:
+				if e == plans.Postgres && (s[j] >= '0' && s[j] <= '7' || s[j] == 'x' || s[j] == 'u' || s[j] == 'U') {
+					return "", 0, fmt.Errorf("%w: the escape \\%c in %s", errNoTranslation, s[j], s)
+				}
+				b.WriteByte(s[j])
+			}
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", 0, fmt.Errorf("%w: unterminated string in %s", errNoTranslation, s)
+}
+
+// exprKeywords are the words that mean the same in both engines.
+var exprKeywords = map[string]bool{
+	"and": true, "or": true, "not": true, "in": true, "is": true, "null": true, "between": true, "like": true,
+	"true": true, "false": true, "case": true, "when": true, "then": true, "else": true, "end": true,
+	"current_date": true, "current_timestamp": true,
+}
+
+// exprFunctions are the functions that mean the same in both engines (of
+// length: the source's meaning, see the two passes).
+var exprFunctions = map[string]bool{
+	"lower": true, "upper": true, "coalesce": true, "abs": true, "round": true, "concat": true, "char_length": true, "now": true,
+}
+
+// exprReserved are words that are no identifier: a word not in
+// exprKeywords nor a function is a column unless it is one of these.
+var exprReserved = map[string]bool{
+	"all": true, "any": true, "some": true, "array": true, "as": true, "asc": true, "desc": true, "cast": true, "collate": true,
+	"distinct": true, "exists": true, "from": true, "select": true, "interval": true, "similar": true, "escape": true,
+	"ilike": true, "regexp": true, "rlike": true, "div": true, "mod": true, "xor": true, "binary": true, "using": true,
+	"localtime": true, "localtimestamp": true, "current_time": true, "current_user": true, "user": true, "session_user": true,
+	"unknown": true, "symmetric": true, "isnull": true, "notnull": true, "overlaps": true, "at": true, "zone": true,
+	"with": true, "without": true, "time": true, "timestamp": true, "date": true, "varying": true, "precision": true,
+	"default": true, "row": true, "values": true, "sounds": true, "over": true, "filter": true, "within": true,
+}
+
+// exprOps are the operators that mean the same in both engines.
+var exprOps = map[string]bool{
+	"=": true, "<>": true, "!=": true, "<": true, ">": true, "<=": true, ">=": true, "+": true, "-": true, "*": true,
+	"%": true, "(": true, ")": true, ",": true,
+}
+
+// checkWord vets a word: the next token tells a function.
+func checkWord(toks []token, i int) (token, error) {
+	t := toks[i]
+	w := strings.ToLower(t.text)
+	fn := i+1 < len(toks) && toks[i+1].kind == tokOp && toks[i+1].text == "("
+	switch {
+	case exprKeywords[w]:
+		t.text = strings.ToUpper(w)
+	case fn && exprFunctions[w]:
+		t.text = w
+	case fn:
+		return t, fmt.Errorf("%w: function %s", errNoTranslation, t.text)
+	case exprReserved[w]:
+		return t, fmt.Errorf("%w: %s", errNoTranslation, t.text)
+	default: // a column
+		t.kind, t.val = tokIdent, t.text
+	}
+	return t, nil
+}
+
+func checkOp(t token) error {
+	switch {
+	case exprOps[t.text]:
+		return nil
+	case t.text == "/":
+		return fmt.Errorf("%w: division (integer division differs between the engines)", errNoTranslation)
+	}
+	return fmt.Errorf("%w: operator %s", errNoTranslation, t.text)
+}
+
+// pgToMySQLTokens rewrites a PostgreSQL expression's tokens for MySQL.
+func pgToMySQLTokens(in []token) ([]token, error) {
+	var out []token
+	for i := 0; i < len(in); i++ {
+		t := in[i]
+		switch {
+		case t.kind == tokOp && t.text == "::":
+			end := skipCast(in, i+1)
+			if err := castDroppable(in[i+1 : end]); err != nil {
+				return nil, err
+			}
+			i = end - 1
+			continue
+		case t.kind == tokOp && t.text == "=" && i+4 < len(in) && strings.EqualFold(in[i+1].text, "any") && in[i+2].text == "(" &&
+			strings.EqualFold(in[i+3].text, "array") && in[i+4].text == "[":
+			// x = ANY (ARRAY[a, b]) is x IN (a, b).
+			end := i + 5
+			for depth := 0; end < len(in) && (in[end].text != "]" || depth > 0); end++ {
+				switch in[end].text {
+				case "[":
+					depth++
+				case "]":
+					depth--
+				}
+			}
+			if end+1 >= len(in) || in[end+1].text != ")" {
+				return nil, fmt.Errorf("%w: = ANY (…)", errNoTranslation)
+			}
+			inner, err := pgToMySQLTokens(in[i+5 : end])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, token{kind: tokWord, text: "IN", space: true}, token{kind: tokOp, text: "(", space: true})
+			out = append(out, inner...)
+			out = append(out, token{kind: tokOp, text: ")"})
+			i = end + 1
+			continue
+		case t.kind == tokWord && strings.EqualFold(t.text, "length") && i+1 < len(in) && in[i+1].text == "(":
+			t.text = "char_length" // PostgreSQL's length counts characters
+		case t.kind == tokWord:
+			var err error
+			if t, err = checkWord(in, i); err != nil {
+				return nil, err
+			}
+		case t.kind == tokOp && t.text == "||":
+			// handled below, over the whole expression
+		case t.kind == tokOp:
+			if err := checkOp(t); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, t)
+	}
+	return concatChain(out)
+}
+
+// skipCast is the index after a cast's type starting at in[i].
+func skipCast(in []token, i int) int {
+	if i < len(in) && (in[i].kind == tokWord || in[i].kind == tokIdent) {
+		i++
+	}
+	for i < len(in) {
+		switch {
+		case in[i].kind == tokOp && in[i].text == ".": // schema.type
+			i += 2
+		case in[i].kind == tokWord && pgTypeWords[strings.ToLower(in[i].text)]:
+			i++
+		case in[i].kind == tokOp && in[i].text == "(":
+			for i < len(in) && in[i].text != ")" {
+				i++
+			}
+			i++
+		case in[i].kind == tokOp && in[i].text == "[" && i+1 < len(in) && in[i+1].text == "]":
+			i += 2
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// castDroppable: a cast to one of these types can be left out, MySQL
+// converting a string or number alike where the value is used.
+func castDroppable(typ []token) error {
+	var words []string
+	for _, t := range typ {
+		if t.text == "(" {
+			break
+		}
+		words = append(words, strings.ToLower(t.text))
+	}
+	name := strings.Join(words, " ")
+	switch name {
+	case "text", "character varying", "varchar", "character", "bpchar", "numeric", "integer", "bigint", "smallint",
+		"double precision", "real", "date", "timestamp without time zone", "timestamp with time zone":
+		return nil
+	}
+	return fmt.Errorf("%w: a cast to %s", errNoTranslation, name)
+}
+
+// pgTypeWords continue a type name of several words.
+var pgTypeWords = map[string]bool{"varying": true, "precision": true, "without": true, "with": true, "time": true, "zone": true}
+
+// concatChain turns a || b || c into CONCAT(a, b, c) when || are the
+// only operators outside parentheses (PostgreSQL prints the chain
+// ((a || b) || c)); any other || has no translation.
+func concatChain(toks []token) ([]token, error) {
+	if !hasConcat(toks) {
+		return toks, nil
+	}
+	parts, err := chainParts(toks)
+	if err != nil {
+		return nil, err
+	}
+	out := []token{{kind: tokWord, text: "concat", space: toks[0].space}, {kind: tokOp, text: "("}}
+	for i, p := range parts {
+		if i > 0 {
+			out = append(out, token{kind: tokOp, text: ","})
+		}
+		p[0].space = i > 0
+		out = append(out, p...)
+	}
+	return append(out, token{kind: tokOp, text: ")"}), nil
+}
+
+func hasConcat(toks []token) bool {
+	for _, t := range toks {
+		if t.kind == tokOp && t.text == "||" {
+			return true
+		}
+	}
+	return false
+}
+
+// enclosed reports whether toks are one parenthesised group.
+func enclosed(toks []token) bool {
+	if len(toks) < 2 || toks[0].text != "(" || toks[len(toks)-1].text != ")" {
+		return false
+	}
+	depth := 0
+	for i, t := range toks {
+		if t.kind != tokOp {
+			continue
+		}
+		switch t.text {
+		case "(":
+			depth++
+		case ")":
+			depth--
+			if depth == 0 && i < len(toks)-1 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// chainParts are the operands of a chain of ||.
+func chainParts(toks []token) ([][]token, error) {
+	for enclosed(toks) {
+		toks = toks[1 : len(toks)-1]
+	}
+	var parts [][]token
+	var cur []token
+	depth := 0
+	for _, t := range toks {
+		switch {
+		case t.kind == tokOp && t.text == "(":
+			depth++
+		case t.kind == tokOp && t.text == ")":
+			depth--
+		case t.kind == tokOp && t.text == "||" && depth == 0:
+			parts, cur = append(parts, cur), nil
+			continue
+		case depth == 0 && (t.kind == tokOp && t.text != "||" || t.kind == tokWord && exprKeywords[strings.ToLower(t.text)]):
+			return nil, fmt.Errorf("%w: || mixed with %s", errNoTranslation, t.text)
+		}
+		cur = append(cur, t)
+	}
+	parts = append(parts, cur)
+	var out [][]token
+	for _, p := range parts {
+		switch {
+		case len(p) == 0:
+			return nil, fmt.Errorf("%w: an empty operand of ||", errNoTranslation)
+		case enclosed(p) && hasConcat(p):
+			inner, err := chainParts(p)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, inner...)
+		case hasConcat(p):
+			return nil, fmt.Errorf("%w: || inside a function's arguments", errNoTranslation)
+		default:
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// mysqlToPGTokens rewrites a MySQL expression's tokens for PostgreSQL.
+func mysqlToPGTokens(in []token) ([]token, error) {
+	var out []token
+	for i := 0; i < len(in); i++ {
+		t := in[i]
+		w := strings.ToLower(t.text)
+		call := i+2 < len(in) && in[i+1].text == "(" && in[i+2].text == ")"
+		switch {
+		case t.kind == tokWord && strings.HasPrefix(t.text, "_") && i+1 < len(in) && in[i+1].kind == tokStr:
+			in[i+1].space = t.space // a charset introducer
+			continue
+		case t.kind == tokWord && call && (w == "current_timestamp" || w == "current_date"):
+			out = append(out, token{kind: tokWord, text: strings.ToUpper(w), space: t.space})
+			i += 2
+			continue
+		case t.kind == tokWord && call && w == "curdate":
+			out = append(out, token{kind: tokWord, text: "CURRENT_DATE", space: t.space})
+			i += 2
+			continue
+		case t.kind == tokWord && w == "json_valid":
+			return nil, fmt.Errorf("%w: json_valid (the json type checks it)", errNoTranslation)
+		case t.kind == tokWord && w == "length" && i+1 < len(in) && in[i+1].text == "(":
+			t.text = "octet_length" // MySQL's length counts bytes
+		case t.kind == tokWord:
+			var err error
+			if t, err = checkWord(in, i); err != nil {
+				return nil, err
+			}
+		case t.kind == tokOp:
+			if err := checkOp(t); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// render spells tokens in engine e.
+func render(toks []token, e plans.Engine) string {
+	var b strings.Builder
+	for i, t := range toks {
+		if t.space && i > 0 {
+			b.WriteByte(' ')
+		}
+		switch t.kind {
+		case tokIdent:
+			if e == plans.MySQL {
+				b.WriteString("`" + strings.ReplaceAll(t.val, "`", "``") + "`")
+			} else {
+				b.WriteString(`"` + strings.ReplaceAll(t.val, `"`, `""`) + `"`)
+			}
+		case tokStr:
+			if e == plans.MySQL {
+				b.WriteString("'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(t.val) + "'")
+			} else {
+				b.WriteString(quoteLiteral(t.val))
+			}
+		default:
+			b.WriteString(t.text)
+		}
+	}
+	return b.String()
 }
