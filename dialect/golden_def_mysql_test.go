@@ -2,7 +2,9 @@ package dialect
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"testing"
 
 	"github.com/migrate-dev/migrate/plans"
 )
@@ -191,4 +193,32 @@ func init() {
 		goldenCase{"SequenceSteps", "my: MySQL def", func(d Dialect, _ fixture) string { return mysqlGoldenSteps(d.SequenceSteps(mysqlGoldenEvents())) }},
 		goldenCase{"DropForeignKey", "my: schema-qualified", func(d Dialect, _ fixture) string { return d.DropForeignKey(gQual, "lines`fk") }},
 	)
+}
+
+// The MySQL literal and expression helpers of Definitions.
+func TestMySQL_DefHelpers(t *testing.T) {
+	if got := mysqlMembers(`enum('Active','in''active','a\\b','x,y','(p)','')`); !slices.Equal(got, []string{"Active", "in'active", `a\b`, "x,y", "(p)", ""}) {
+		t.Errorf("members %q", got)
+	}
+	if got := mysqlUnquote(`'it''s a \\ b'`); got != `it's a \ b` {
+		t.Errorf("unquote %q", got)
+	}
+	if got := mysqlString("it's a \\ b\x00"); got != `'it''s a \\ b\0'` {
+		t.Errorf("string literal %s", got)
+	}
+	my8, maria := mysqlFor("8.0.36"), mysqlFor("10.11.6-MariaDB")
+	if got := my8.catalogExpr(`concat(_utf8mb4\'a\',` + "`b`" + `)`); got != "concat(_utf8mb4'a',`b`)" {
+		t.Errorf("MySQL 8 expression %s", got)
+	}
+	if got := maria.catalogExpr(`'a\'b'`); got != `'a\'b'` {
+		t.Errorf("MariaDB expression changed: %s", got)
+	}
+	for in, want := range map[string]string{"a > 0": "(a > 0)", "(a > 0)": "(a > 0)", "(a) + (b)": "((a) + (b))", "(')')": "(')')", "curdate()": "(curdate())"} {
+		if got := parenthesized(in); got != want {
+			t.Errorf("parenthesized(%s) = %s, want %s", in, got, want)
+		}
+	}
+	if got := mysqlUniqueName(strings.Repeat("t", 61), "é_fk"); len(got) > 64 || got != strings.Repeat("t", 61)+"_é" {
+		t.Errorf("unique name %q (%d bytes)", got, len(got))
+	}
 }

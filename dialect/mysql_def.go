@@ -100,7 +100,7 @@ func (m MySQL) readColumns(ctx context.Context, db Querier, table []string) ([]C
 			c.OnUpdate = strings.TrimSpace(extra[i+len("on update "):])
 		}
 		if strings.Contains(lower, "generated") && gen != "" && !strings.Contains(lower, "default_generated") {
-			c.Generated, c.Stored = gen, strings.Contains(lower, "stored")
+			c.Generated, c.Stored = m.catalogExpr(gen), strings.Contains(lower, "stored")
 		} else if c.Identity == "" {
 			c.Default = m.classifyDefault(def, lower, c.Base)
 		}
@@ -139,7 +139,7 @@ func (m MySQL) classifyDefault(raw sql.NullString, extra, base string) Default {
 		return Default{Kind: DefaultExpr, Expr: v}
 	}
 	if strings.Contains(extra, "default_generated") || (base == "bit" && strings.HasPrefix(v, "b'")) {
-		return Default{Kind: DefaultExpr, Expr: v}
+		return Default{Kind: DefaultExpr, Expr: m.catalogExpr(v)}
 	}
 	expr := mysqlString(v)
 	if mysqlNumeric(base) && mysqlNumber.MatchString(v) {
@@ -253,6 +253,7 @@ ORDER BY c.constraint_name`, args...)
 		if err := rows.Scan(&c.Name, &c.Expr); err != nil {
 			return nil, err
 		}
+		c.Expr = m.catalogExpr(c.Expr)
 		if m.MariaDB && slices.ContainsFunc(def.Columns, func(col ColumnDef) bool {
 			return col.Base == "json" && col.Name == c.Name && c.Expr == "json_valid("+m.Quote(col.Name)+")"
 		}) {
@@ -280,4 +281,22 @@ func (m MySQL) readPartitionBy(ctx context.Context, db Querier, table []string) 
 		clause = strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(clause), "*/"))
 	}
 	return strings.TrimSpace(clause), nil
+}
+
+// catalogExpr is an expression of MySQL 8's information_schema (a
+// default's, a generated column's, a check's) as SQL: MySQL 8 shows the
+// quotes of its string literals backslash-escaped (_utf8mb4\'a\'), which
+// is no SQL outside a literal. MariaDB's are SQL as they are.
+func (m MySQL) catalogExpr(e string) string {
+	if m.MariaDB || !strings.Contains(e, `\'`) {
+		return e
+	}
+	var b strings.Builder
+	for i := 0; i < len(e); i++ {
+		if e[i] == '\\' && i+1 < len(e) && (e[i+1] == '\'' || e[i+1] == '\\') {
+			i++
+		}
+		b.WriteByte(e[i])
+	}
+	return b.String()
 }
