@@ -62,16 +62,9 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	var recorded []stepRow
-	q, args = r.dstD.TableExists([]string{dialect.PostLoadTable})
-	var steps bool
-	if err := r.dst.QueryRowContext(ctx, q, args...).Scan(&steps); err != nil {
-		return nil, fmt.Errorf("target %s: %w", r.plan.Target, err)
-	}
-	if steps {
-		if recorded, err = r.postLoadSteps(ctx, r.dst); err != nil {
-			return nil, err
-		}
+	recorded, err := r.recordedSteps(ctx, r.dst)
+	if err != nil {
+		return nil, err
 	}
 	var sequences, indexes, fks []string
 	for _, s := range recorded {

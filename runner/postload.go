@@ -68,6 +68,20 @@ func (r *Runner) postLoadSteps(ctx context.Context, q dialect.Querier) ([]stepRo
 	return out, rows.Err()
 }
 
+// recordedSteps is postLoadSteps on a target that may not have the steps'
+// table yet (none recorded then).
+func (r *Runner) recordedSteps(ctx context.Context, q dialect.Querier) ([]stepRow, error) {
+	var ok bool
+	tq, args := r.dstD.TableExists([]string{dialect.PostLoadTable})
+	if err := q.QueryRowContext(ctx, tq, args...).Scan(&ok); err != nil {
+		return nil, fmt.Errorf("target %s: %w", r.plan.Target, err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	return r.postLoadSteps(ctx, q)
+}
+
 // recordSteps records the post-load steps of preps not recorded yet,
 // after those that are.
 func (r *Runner) recordSteps(ctx context.Context, db schema.Conn, preps []*schema.Prepared, recorded []stepRow) error {

@@ -10,7 +10,7 @@ import (
 )
 
 // sourceChanged reads the source table's copied columns again and reports
-// how they differ from those the copy was set up with (j.src): a column
+// how they differ from those the copy was set up with (j.read): a column
 // added (when the plan copies every column), dropped, renamed or retyped,
 // or the table gone. A failure to read the catalog is not a change (the
 // read's own retries deal with an unreachable source).
@@ -22,7 +22,7 @@ func (r *Runner) sourceChanged(ctx context.Context, j shardJob) error {
 	if err != nil {
 		return nil
 	}
-	if diff := schema.Diff(j.src, now); diff != "" {
+	if diff := schema.Diff(j.read, now); diff != "" {
 		return fmt.Errorf("the source table %s changed during the run: %s; the copy was set up for the columns it had; check the target, then re-run under a new plan name or `migrate resume` once the source is back as it was", j.table.Name, diff)
 	}
 	return nil

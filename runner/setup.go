@@ -23,6 +23,7 @@ type shardJob struct {
 	table    plans.Table
 	spec     batch.Spec
 	src, dst []dialect.Column
+	read     []dialect.Column // the source's columns the plan names, as setup read them (src less those the target generates)
 }
 
 // setup prepares the target for every table (C4) — helper tables, the
@@ -36,8 +37,12 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 	if err != nil {
 		return nil, err
 	}
+	recorded, err := r.recordedSteps(ctx, r.dst)
+	if err != nil {
+		return nil, err
+	}
 	for i, t := range r.plan.Tables {
-		if _, err := r.target(in.defs, nil).Prepare(ctx, r.dst, t, in.cols[i], in.defs[i]); err != nil {
+		if _, err := r.target(in.defs, recorded).Prepare(ctx, r.dst, t, in.cols[i], in.defs[i]); err != nil {
 			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 		}
 	}
@@ -60,14 +65,14 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 	r.mu.Unlock()
 	var jobs []shardJob
 	for i, t := range r.plan.Tables {
-		src, dst := preps[i].Src, preps[i].Dst
+		src, dst, read := preps[i].Src, preps[i].Dst, in.cols[i]
 		names := make([]string, len(src))
 		for i, c := range src {
 			names[i] = c.Name
 		}
 		convert := typemap.Converter(r.srcD.Engine(), r.dstD.Engine(), src, dst)
 		for i := 0; i < t.Shards; i++ {
-			jobs = append(jobs, shardJob{table: t, src: src, dst: dst, spec: batch.Spec{
+			jobs = append(jobs, shardJob{table: t, src: src, dst: dst, read: read, spec: batch.Spec{
 				Shard:  fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i},
 				Source: t.SourceIdent(), Target: t.TargetIdent(),
 				Columns: names, Key: t.Key, FenceColumn: r.plan.FenceColumn,

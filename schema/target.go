@@ -71,16 +71,22 @@ func (tg Target) Prepare(ctx context.Context, db Querier, t plans.Table, src []d
 		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 	}
 	p := &Prepared{DropFKs: map[string]string{}, Def: own}
-	generated := map[string]bool{}
+	generated, srcGenerated, has := map[string]bool{}, map[string]bool{}, map[string]bool{}
 	for _, c := range own.Columns {
-		generated[c.Name] = c.Generated != ""
+		generated[c.Name], has[c.Name] = c.Generated != "", true
+	}
+	for _, c := range def.Columns {
+		srcGenerated[c.Name] = c.Generated != ""
 	}
 	for _, c := range src {
-		if generated[c.Name] {
+		switch {
+		case generated[c.Name]:
 			p.Notes = append(p.Notes, fmt.Sprintf("column %s is generated in the target table: not copied", c.Name))
-			continue
+		case srcGenerated[c.Name] && !has[c.Name]:
+			p.Notes = append(p.Notes, fmt.Sprintf("column %s is generated in the source and not in the target table: not copied", c.Name))
+		default:
+			p.Src = append(p.Src, c)
 		}
-		p.Src = append(p.Src, c)
 	}
 	if p.Dst, err = Align(existing, p.Src); err != nil {
 		return nil, err

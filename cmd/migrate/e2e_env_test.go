@@ -165,7 +165,7 @@ func bareEnv(t *testing.T, src, dst *engine) *env {
 // planTable is one table entry of a plan.
 type planTable struct {
 	name, target string
-	key, columns []string
+	key, columns []string // key nil: the source's primary key
 	types        map[string]string // target column type overrides
 	shards       int               // 0: the default
 }
@@ -189,9 +189,14 @@ func (e *env) plan(t *testing.T, tables ...planTable) string {
 		fmt.Fprintf(&b, "max_retries: %d\n", e.maxRetries)
 	}
 	b.WriteString(e.extra)
-	b.WriteString("tables:\n")
+	if len(tables) > 0 {
+		b.WriteString("tables:\n") // none: discovery
+	}
 	for _, tb := range tables {
-		fmt.Fprintf(&b, "  - name: %q\n    key: [%s]\n", tb.name, quoted(tb.key))
+		fmt.Fprintf(&b, "  - name: %q\n", tb.name)
+		if tb.key != nil {
+			fmt.Fprintf(&b, "    key: [%s]\n", quoted(tb.key))
+		}
 		if tb.target != "" {
 			fmt.Fprintf(&b, "    target: %q\n", tb.target)
 		}
