@@ -165,7 +165,7 @@ func bareEnv(t *testing.T, src, dst *engine) *env {
 // planTable is one table entry of a plan.
 type planTable struct {
 	name, target string
-	key, columns []string // key nil: the source's primary key
+	key, columns []string          // key nil: the source's primary key
 	types        map[string]string // target column type overrides
 	shards       int               // 0: the default
 }
