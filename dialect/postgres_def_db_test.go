@@ -10,6 +10,7 @@ import (
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/internal/testsvc"
+	"github.com/migrate-dev/migrate/plans"
 )
 
 // pgAppSchema is an application's schema, with most of what a table
@@ -392,5 +393,89 @@ func TestPostgres_CreateRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(again.ForeignKeys, odef.ForeignKeys) {
 		t.Errorf("foreign keys re-created %+v, want %+v", again.ForeignKeys, odef.ForeignKeys)
+	}
+}
+
+// A MySQL table's definition (its types mapped) created in PostgreSQL:
+// what translates is there, the rest noted.
+func TestPostgres_CreateFromMySQL(t *testing.T) {
+	db := testsvc.OpenPostgres(t, testsvc.NewPostgresDB(t))
+	d := dialect.Postgres{}
+	ctx := t.Context()
+	col := func(name, typ string, notNull bool) dialect.ColumnDef {
+		return dialect.ColumnDef{Column: dialect.Column{Name: name, Type: typ, Base: typ, NotNull: notNull}}
+	}
+	id := col("id", "bigint", true)
+	id.Identity = dialect.AutoIncrement
+	status := col("status", "text", true)
+	status.Values = []string{"new", "shipped", "it's"}
+	status.Default = dialect.Default{Kind: dialect.DefaultLiteral, Value: "new", Expr: "'new'"}
+	created := col("created", "timestamptz(0)", true)
+	created.Default = dialect.Default{Kind: dialect.DefaultNow, Expr: "current_timestamp()"}
+	updated := col("updated", "timestamp(0)", false)
+	updated.Default = dialect.Default{Kind: dialect.DefaultNow, Expr: "current_timestamp() on update current_timestamp()"}
+	flag := col("flag", "boolean", true)
+	flag.Default = dialect.Default{Kind: dialect.DefaultLiteral, Value: "1", Expr: "1"}
+	qty := col("qty", "integer", true)
+	qty.Default = dialect.Default{Kind: dialect.DefaultLiteral, Value: "1", Expr: "1"}
+	a := col("a", "integer", false)
+	b := col("b", "bigint", false)
+	b.Generated = "`a` * 2"
+	x := col("x", "jsonb", false)
+	doc := col("doc", "text", false)
+	doc.Generated, doc.Stored = "json_unquote(json_extract(`x`,'$.a'))", true
+	body := col("Body", "text", false)
+	body.Comment = "the text"
+	def := &dialect.TableDef{
+		Engine:     plans.MySQL,
+		Name:       []string{"items"},
+		Columns:    []dialect.ColumnDef{id, status, created, updated, flag, qty, a, b, x, doc, body},
+		PrimaryKey: &dialect.Index{Name: "PRIMARY", Unique: true, Parts: []dialect.IndexPart{{Column: "id"}}, Method: "btree"},
+		Indexes: []dialect.Index{
+			{Name: "qty", Parts: []dialect.IndexPart{{Column: "qty", Desc: true}}, Method: "btree"},
+			{Name: "body_prefix", Unique: true, Parts: []dialect.IndexPart{{Column: "Body", Prefix: 10}}, Method: "btree"},
+			{Name: "ft", Parts: []dialect.IndexPart{{Column: "Body"}}, Method: "fulltext"},
+			{Name: "by_doc", Parts: []dialect.IndexPart{{Column: "doc"}}, Method: "btree"},
+		},
+		Checks:  []dialect.Check{{Name: "qty_positive", Expr: "`qty` > 0"}, {Name: "x_json", Expr: "json_valid(`x`)"}},
+		Comment: "items sold",
+	}
+	cr := d.Create(def, "_fence")
+	pgRunCreated(t, db, cr)
+	pgRunSteps(t, db, cr.Indexes)
+	pgRunSteps(t, db, cr.ForeignKeys)
+	if !reflect.DeepEqual(cr.Skipped, []string{"doc"}) {
+		t.Errorf("skipped %q, want doc", cr.Skipped)
+	}
+	notes := strings.Join(cr.Notes, "\n")
+	for _, w := range []string{"FULLTEXT index ft", "on update", "virtual", "json_extract", "json_valid", "prefix (10)", "index by_doc not created"} {
+		if !strings.Contains(notes, w) {
+			t.Errorf("no note on %q in:\n%s", w, notes)
+		}
+	}
+	var gotID, gotB int64
+	var gotStatus string
+	var gotFlag bool
+	if err := db.QueryRowContext(ctx, `INSERT INTO items (a, "Body") VALUES (21, 'x') RETURNING id, status, flag, b`).Scan(&gotID, &gotStatus, &gotFlag, &gotB); err != nil {
+		t.Fatal(err)
+	}
+	if gotID != 1 || gotStatus != "new" || !gotFlag || gotB != 42 {
+		t.Errorf("inserted id %d status %q flag %v b %d; want 1 new true 42", gotID, gotStatus, gotFlag, gotB)
+	}
+	for _, bad := range []string{`INSERT INTO items (status) VALUES ('lost')`, `INSERT INTO items (qty) VALUES (0)`, `INSERT INTO items ("Body") VALUES ('x')`} {
+		if _, err := db.ExecContext(ctx, bad); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+	got, err := d.ReadTable(ctx, db, []string{"items"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, x := range got.Indexes {
+		names = append(names, x.Name)
+	}
+	if !reflect.DeepEqual(names, []string{"items_body_prefix", "items_qty"}) || got.Comment != "items sold" || len(got.Checks) != 2 {
+		t.Errorf("indexes %q comment %q checks %+v", names, got.Comment, got.Checks)
 	}
 }

@@ -3,6 +3,7 @@ package typemap
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // pgType is what is known of a PostgreSQL base type.
@@ -49,7 +50,27 @@ var postgresTypes = map[string]pgType{
 
 // pgToMySQL maps a PostgreSQL column to a MySQL type; an unbounded key
 // column gets share bytes of the index key.
+//
+// An enum whose labels are known (Values) becomes a MySQL ENUM of them,
+// which sorts and compares them in the same order; varchar(255) when
+// MySQL would not keep a label as it is (it strips trailing spaces, and
+// its collations make labels differing in case alone duplicates). A
+// domain maps as its base type does (Base: the catalog's base of the
+// domain). An array, a tsvector or a built-in range becomes longtext
+// holding PostgreSQL's text form of the value, exactly as read (a JSON
+// column would need the value converted; no key column takes them).
 func pgToMySQL(c Column, key bool, share int) (string, error) {
+	if c.Base == "enum" && len(c.Values) > 0 {
+		if e, ok := mysqlEnum(c.Values); ok {
+			return e, nil
+		}
+	}
+	if strings.HasSuffix(c.Base, "[]") || pgTextForm[c.Base] {
+		if key {
+			return "", fmt.Errorf("%s has no MySQL key type", c.Type)
+		}
+		return "longtext", nil
+	}
 	if t := postgresTypes[c.Base]; t.toMySQL != nil {
 		return t.toMySQL(c, key, share)
 	}
@@ -123,4 +144,28 @@ func precision(typ string) string {
 // must give one.
 func unboundedKey(c Column) bool {
 	return c.Base == "text" || c.Base == "bytea" || c.Base == "character varying" && args(c.Type) == nil
+}
+
+// pgTextForm are the types a MySQL longtext holds in their text form.
+var pgTextForm = map[string]bool{
+	"tsvector": true, "int4range": true, "int8range": true, "numrange": true, "tsrange": true, "tstzrange": true, "daterange": true,
+	"int4multirange": true, "int8multirange": true, "nummultirange": true, "tsmultirange": true, "tstzmultirange": true, "datemultirange": true,
+}
+
+// mysqlEnum is a MySQL ENUM of labels, or false when MySQL would not keep
+// them as they are: a label with trailing spaces, longer than 255
+// characters, empty (MySQL's error value), or equal to another but for
+// case (MySQL's default collations ignore it).
+func mysqlEnum(labels []string) (string, bool) {
+	seen := map[string]bool{}
+	q := make([]string, len(labels))
+	for i, l := range labels {
+		low := strings.ToLower(l)
+		if l == "" || strings.TrimRight(l, " ") != l || len([]rune(l)) > 255 || seen[low] {
+			return "", false
+		}
+		seen[low] = true
+		q[i] = "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(l) + "'"
+	}
+	return "enum(" + strings.Join(q, ",") + ")", true
 }
