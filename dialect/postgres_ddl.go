@@ -140,6 +140,13 @@ func (p Postgres) pgColumn(def *TableDef, c ColumnDef, cr *Created) (string, boo
 			s += " DEFAULT " + d
 		}
 	}
+	if !same && (c.OnUpdate != "" || strings.Contains(strings.ToLower(c.Default.Expr), "on update")) {
+		on := c.OnUpdate
+		if on == "" {
+			on = c.Default.Expr
+		}
+		cr.Notes = append(cr.Notes, fmt.Sprintf("column %s: ON UPDATE %s is not reproduced (PostgreSQL needs a trigger for it)", c.Name, on))
+	}
 	if !same && c.Values != nil && strings.HasPrefix(strings.ToLower(c.Type), "set") {
 		cr.Notes = append(cr.Notes, fmt.Sprintf("SET column %s: its members %v are not checked here", c.Name, c.Values))
 	}
@@ -153,9 +160,6 @@ func (p Postgres) pgColumn(def *TableDef, c ColumnDef, cr *Created) (string, boo
 // type, or false (noted).
 func (p Postgres) crossDefault(c ColumnDef, cr *Created) (string, bool) {
 	d := c.Default
-	if strings.Contains(strings.ToLower(d.Expr), "on update") {
-		cr.Notes = append(cr.Notes, fmt.Sprintf("column %s: %s is not reproduced (an ON UPDATE needs a trigger)", c.Name, d.Expr))
-	}
 	switch d.Kind {
 	case DefaultNow:
 		return "CURRENT_TIMESTAMP", true

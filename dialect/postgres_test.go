@@ -31,7 +31,7 @@ func TestPostgres_SelectPage(t *testing.T) {
 
 func TestPostgres_Upsert(t *testing.T) {
 	got := Postgres{}.Upsert([]string{"t"}, []string{"id", "a"}, []string{"id"}, "_fence", 2)
-	want := `WITH w AS (INSERT INTO "t" AS t ("id", "a", "_fence") VALUES ($1, $2, $5), ($3, $4, $5)` +
+	want := `WITH w AS (INSERT INTO "t" AS t ("id", "a", "_fence") OVERRIDING SYSTEM VALUE VALUES ($1, $2, $5), ($3, $4, $5)` +
 		` ON CONFLICT ("id") DO UPDATE SET "a" = EXCLUDED."a", "_fence" = EXCLUDED."_fence"` +
 		` WHERE t."_fence" <= EXCLUDED."_fence"` +
 		` RETURNING (xmax = 0) AS ins) SELECT count(*) FILTER (WHERE ins), count(*) FILTER (WHERE NOT ins) FROM w`
