@@ -150,7 +150,7 @@ func (r *Runner) postLoad(ctx context.Context) error {
 		var held *lock.HeldError
 		if errors.As(err, &held) {
 			log.Info("the post-load phase is held by another instance; waiting as its standby", "holder", held.Owner)
-			if err := retry.Sleep(ctx, min(r.plan.LeaseTTL/4, time.Second)); err != nil {
+			if err := retry.Sleep(ctx, r.postLoadPoll()); err != nil {
 				return err
 			}
 			continue
@@ -162,6 +162,9 @@ func (r *Runner) postLoad(ctx context.Context) error {
 			return err
 		}
 		rep.ByOther = false
+		if c.last.owner != "" && c.last.owner != r.opts.Owner && cp.State == cursor.Running {
+			r.notePostLoadTakeover(c, log)
+		}
 		err = r.runPostLoad(ctx, c.lease, log, rep)
 		if err != nil && !errors.Is(err, ErrHalted) {
 			err = r.fenced(ctx, c.lease, s, err)
@@ -169,6 +172,23 @@ func (r *Runner) postLoad(ctx context.Context) error {
 		r.release(ctx, c.lease)
 		return err
 	}
+}
+
+// postLoadPoll is how often a standby of the post-load phase tries its
+// lease.
+func (r *Runner) postLoadPoll() time.Duration { return min(r.plan.LeaseTTL/4, time.Second) }
+
+// notePostLoadTakeover records a post-load phase taken over from a holder
+// that did not finish it (nor release its lease): its steps done stay
+// done, the one it was running is run again (or found done).
+func (r *Runner) notePostLoadTakeover(c *claim, log *slog.Logger) {
+	wait := c.lease.Wait()
+	log.Warn("took over the post-load phase", "previous_owner", c.last.owner, "previous_token", int64(c.last.token), "token", c.lease.Token(), "wait", wait)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.report.Takeovers = append(r.report.Takeovers, Takeover{Table: postLoadTable, Target: postLoadTable, Token: c.lease.Token(),
+		PreviousOwner: c.last.owner, PreviousToken: int64(c.last.token), WaitMs: wait.Milliseconds(), ElectMs: c.took.Milliseconds(),
+		RtoMs: (wait + c.took).Milliseconds(), PredictedRtoMs: (r.plan.LeaseTTL + r.postLoadPoll()).Milliseconds()})
 }
 
 // runPostLoad runs every step not done yet under lease.

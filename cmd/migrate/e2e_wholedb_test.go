@@ -9,6 +9,7 @@ package main_test
 // violations must be refused by the target's foreign key and CHECK.
 
 import (
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/migrate-dev/migrate/internal/testsvc"
 )
@@ -234,4 +236,143 @@ func TestRun_PreCreatedTarget(t *testing.T) {
 			t.Error("a second run lost the foreign key")
 		}
 	})
+}
+
+// A holder SIGKILLed while its post-load phase creates an index: a
+// standby takes the phase over once the lease expires, finishes every
+// step (the one the dead holder was running is run again, or found done)
+// and the application's foreign keys hold. The holder is caught inside
+// the step, whatever the machine's speed: the test holds a lock on the
+// target's order_items that its index's and foreign keys' DDL waits for,
+// taken while the copy is still held at a gate (on audit_log, which the
+// user created in the target beforehand), so the post-load phase cannot
+// have passed it.
+func TestPostLoad_HolderKilledTakeover(t *testing.T) {
+	inDirections(t, sameEngine, func(t *testing.T, e *env) {
+		e.loadFixture(t)
+		e.leaseTTL = "3s"
+		plan := e.wholePlan(t)
+		auditLog := map[string]string{
+			"postgres": "CREATE TABLE audit_log (event_id uuid NOT NULL UNIQUE, occurred_at timestamptz NOT NULL DEFAULT now(), actor varchar(100) NOT NULL DEFAULT 'system', action varchar(50) NOT NULL, entity varchar(50), entity_id bigint, detail text)",
+			"mysql":    "CREATE TABLE audit_log (event_id char(36) NOT NULL UNIQUE, occurred_at timestamp(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), actor varchar(100) NOT NULL DEFAULT 'system', action varchar(50) NOT NULL, entity varchar(50), entity_id bigint, detail text) ENGINE=InnoDB",
+		}
+		exec1(t, e.dstDB, auditLog[e.dst.name])
+		g := newGate(t, e.dst, e.dstDB, "audit_log", "1 = 1")
+		a := startMigrate(t, "run", "-p", plan, "--instance", "a")
+		g.waitHeld(t, a, 1)
+		dst := holdTable(t, e.dst, e.dstDB, "order_items", false)
+		g.open(t, 0)
+		waitUntil(t, a, "a post-load CREATE INDEX or ALTER TABLE waits on order_items", func() bool {
+			return waiting(t, e.dst, e.dstDB, "%order_items%")
+		})
+		b := startMigrate(t, "run", "-p", plan, "--instance", "b", "--json")
+		waitUntil(t, b, "b waits as the post-load phase's standby", func() bool {
+			return strings.Contains(b.stderr.String(), "the post-load phase is held by another instance")
+		})
+		a.kill(t)
+		dst.release(t)
+
+		r := b.wait(t)
+		wantCode(t, r, 0)
+		var rep struct {
+			PostLoad *struct {
+				Steps   int  `json:"steps"`
+				ByOther bool `json:"by_other"`
+			} `json:"post_load"`
+			Takeovers []struct {
+				Table         string `json:"table"`
+				PreviousOwner string `json:"previous_owner"`
+				RtoMs         int64  `json:"rto_ms"`
+			} `json:"takeovers"`
+			Verify struct {
+				Equal bool `json:"equal"`
+			} `json:"verify"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+			t.Fatalf("run JSON: %v\n%s", err, r.stdout)
+		}
+		if rep.PostLoad == nil || rep.PostLoad.ByOther || rep.PostLoad.Steps < 1 || !rep.Verify.Equal {
+			t.Fatalf("b's report: post_load %+v, verify equal %v\n%s", rep.PostLoad, rep.Verify.Equal, r.stderr)
+		}
+		if len(rep.Takeovers) != 1 || rep.Takeovers[0].Table != "_postload" || !strings.HasPrefix(rep.Takeovers[0].PreviousOwner, "a-") {
+			t.Errorf("b's takeovers: %+v, want the post-load phase's from a", rep.Takeovers)
+		}
+		if n := queryInt(t, e.dstDB, "SELECT count(*) FROM _migrate_postload WHERE state <> 'done'"); n != 0 {
+			t.Errorf("%d post-load steps not done", n)
+		}
+		if err := e.runApp(t, "app_fk_violation.sql"); err == nil {
+			t.Error("the foreign key violation was accepted: the post-load phase did not finish")
+		}
+		if err := e.runApp(t, "app.sql"); err != nil {
+			t.Errorf("the application fails on the target: %v", err)
+		}
+	})
+}
+
+// held is a table lock a test holds on its own connection.
+type held struct {
+	conn    *sql.Conn
+	release func(t *testing.T)
+}
+
+// holdTable locks a table on its own connection until release: against
+// reads and writes (exclusive), or against DDL only.
+func holdTable(t *testing.T, eng *engine, db *sql.DB, table string, exclusive bool) *held {
+	t.Helper()
+	conn, err := db.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	q := eng.quote(table)
+	var lock []string
+	end := "ROLLBACK"
+	switch {
+	case eng == pgEngine && exclusive:
+		lock = []string{"BEGIN", "LOCK TABLE " + q + " IN ACCESS EXCLUSIVE MODE"}
+	case eng == pgEngine:
+		lock = []string{"BEGIN", "LOCK TABLE " + q + " IN ROW EXCLUSIVE MODE"} // conflicts with CREATE INDEX and ALTER TABLE, not with writes
+	case exclusive:
+		lock, end = []string{"LOCK TABLES " + q + " WRITE"}, "UNLOCK TABLES" // reads wait on its metadata lock
+	default:
+		lock = []string{"START TRANSACTION", "SELECT 1 FROM " + q + " LIMIT 1"} // a shared metadata lock until the transaction ends: DDL waits
+	}
+	for _, stmt := range lock {
+		if _, err := conn.ExecContext(t.Context(), stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	return &held{conn: conn, release: func(t *testing.T) {
+		t.Helper()
+		if _, err := conn.ExecContext(t.Context(), end); err != nil {
+			t.Fatalf("%s: %v", end, err)
+		}
+	}}
+}
+
+// waiting reports whether a statement like pattern (a LIKE pattern) waits
+// on a lock in db.
+func waiting(t *testing.T, eng *engine, db *sql.DB, pattern string) bool {
+	t.Helper()
+	if eng == pgEngine {
+		return queryInt(t, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE $1", pattern) > 0
+	}
+	return queryInt(t, db, "SELECT count(*) FROM information_schema.processlist WHERE db = DATABASE() AND state LIKE 'Waiting for table metadata lock%' AND info LIKE ?", pattern) > 0
+}
+
+// waitUntil waits for cond while p runs, at most a minute.
+func waitUntil(t *testing.T, p *proc, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		select {
+		case <-p.done:
+			t.Fatalf("migrate exited before %s: %s", what, p.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not seen within a minute: %s\n%s", what, p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
