@@ -29,6 +29,11 @@ func MapColumns(from, to plans.Engine, table string, cols []Column, key []string
 	var errs []string
 	for i, c := range cols {
 		out[i] = c
+		if from != to && c.Base == "set" {
+			// A SET's value is a list of members: no column of the
+			// other engine checks it against them (its text is kept).
+			out[i].Values = nil
+		}
 		if t, ok := overrides[c.Name]; ok {
 			out[i].Type, out[i].Base = t, baseOf(t)
 			continue

@@ -88,3 +88,18 @@ func contains(s string, parts ...string) bool {
 	}
 	return true
 }
+
+// A MySQL SET mapped to PostgreSQL text keeps no members: they would make
+// a CHECK that refuses every value of more than one member ("a,b").
+func TestMapColumns_SetKeepsNoMembers(t *testing.T) {
+	cols := []Column{{Name: "k", Type: "int", Base: "int", NotNull: true},
+		{Name: "flags", Type: "set('a','b')", Base: "set", Values: []string{"a", "b"}},
+		{Name: "kind", Type: "enum('x','y')", Base: "enum", Values: []string{"x", "y"}}}
+	out, err := MapColumns(plans.MySQL, plans.Postgres, "t", cols, []string{"k"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[1].Values != nil || len(out[2].Values) != 2 {
+		t.Errorf("mapped values: set %v, enum %v; want none, both", out[1].Values, out[2].Values)
+	}
+}
