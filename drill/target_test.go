@@ -79,12 +79,4 @@ func TestDrillSQL(t *testing.T) {
 	if got := (dialect.MySQL{}).DropTable([]string{"t"}); got != "DROP TABLE IF EXISTS `t`" {
 		t.Errorf("mysql drop: %s", got)
 	}
-	if got := (dialect.Postgres{}).DrillForget(); !reflect.DeepEqual(got, []string{
-		`DELETE FROM "_migrate_checkpoint" WHERE plan = $1`, `DELETE FROM "_migrate_fence" WHERE plan = $1`}) {
-		t.Errorf("postgres forget: %q", got)
-	}
-	if got := (dialect.MySQL{}).DrillForget(); !reflect.DeepEqual(got, []string{
-		"DELETE FROM `_migrate_checkpoint` WHERE plan = ?", "DELETE FROM `_migrate_fence` WHERE plan = ?"}) {
-		t.Errorf("mysql forget: %q", got)
-	}
 }
