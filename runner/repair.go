@@ -64,11 +64,7 @@ func (r *Runner) Repair(ctx context.Context, only string, deleteExtra bool) (*Re
 
 func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra bool) (RepairTable, error) {
 	rt := RepairTable{Table: t.Name}
-	cols, err := r.sourceColumns(ctx, t)
-	if err != nil {
-		return rt, err
-	}
-	dst, err := r.targetColumns(ctx, t, cols)
+	cols, dst, err := r.copiedColumns(ctx, t)
 	if err != nil {
 		return rt, err
 	}

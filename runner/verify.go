@@ -31,11 +31,7 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 		if only != "" && t.Name != only && t.Target != only {
 			continue
 		}
-		src, err := r.sourceColumns(ctx, t)
-		if err != nil {
-			return v, err
-		}
-		dst, err := r.targetColumns(ctx, t, src)
+		src, dst, err := r.copiedColumns(ctx, t)
 		if err != nil {
 			return v, err
 		}
@@ -99,16 +95,32 @@ func (r *Runner) scanPool(ctx context.Context) error {
 	return nil
 }
 
-// targetColumns returns the target's definitions of the source columns
-// src, in the same order.
-func (r *Runner) targetColumns(ctx context.Context, t plans.Table, src []dialect.Column) ([]dialect.Column, error) {
+// copiedColumns returns the columns a copy of table t writes (every
+// source column the plan names but those the target generates,
+// schema.Copied): the source's definitions and the target's, in the same
+// order.
+func (r *Runner) copiedColumns(ctx context.Context, t plans.Table) (src, dst []dialect.Column, err error) {
+	if src, err = r.sourceColumns(ctx, t); err != nil {
+		return nil, nil, err
+	}
+	if err := r.scanPool(ctx); err != nil {
+		return nil, nil, err
+	}
+	def, err := r.srcD.ReadTable(ctx, r.src, t.SourceIdent())
+	if err != nil {
+		return nil, nil, fmt.Errorf("source table %s: %w", t.Name, err)
+	}
+	own, err := r.dstD.ReadTable(ctx, r.scan, t.TargetIdent())
+	if err != nil {
+		return nil, nil, fmt.Errorf("target table %s: %w", t.Target, err)
+	}
+	src, _ = schema.Copied(src, def, own)
 	all, err := schema.Columns(ctx, r.scan, r.dstD, t.TargetIdent())
 	if err != nil {
-		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
+		return nil, nil, fmt.Errorf("target table %s: %w", t.Target, err)
 	}
-	out, err := schema.Align(all, src)
-	if err != nil {
-		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
+	if dst, err = schema.Align(all, src); err != nil {
+		return nil, nil, fmt.Errorf("target table %s: %w", t.Target, err)
 	}
-	return out, nil
+	return src, dst, nil
 }

@@ -71,23 +71,7 @@ func (tg Target) Prepare(ctx context.Context, db Querier, t plans.Table, src []d
 		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 	}
 	p := &Prepared{DropFKs: map[string]string{}, Def: own}
-	generated, srcGenerated, has := map[string]bool{}, map[string]bool{}, map[string]bool{}
-	for _, c := range own.Columns {
-		generated[c.Name], has[c.Name] = c.Generated != "", true
-	}
-	for _, c := range def.Columns {
-		srcGenerated[c.Name] = c.Generated != ""
-	}
-	for _, c := range src {
-		switch {
-		case generated[c.Name]:
-			p.Notes = append(p.Notes, fmt.Sprintf("column %s is generated in the target table: not copied", c.Name))
-		case srcGenerated[c.Name] && !has[c.Name]:
-			p.Notes = append(p.Notes, fmt.Sprintf("column %s is generated in the source and not in the target table: not copied", c.Name))
-		default:
-			p.Src = append(p.Src, c)
-		}
-	}
+	p.Src, p.Notes = Copied(src, def, own)
 	if p.Dst, err = Align(existing, p.Src); err != nil {
 		return nil, err
 	}
@@ -102,6 +86,31 @@ func (tg Target) Prepare(ctx context.Context, db Querier, t plans.Table, src []d
 		p.DropFKs[fk.Name] = tg.SQL.DropForeignKey(ident, fk.Name)
 	}
 	return p, nil
+}
+
+// Copied are the source columns src that a copy into an existing target
+// table writes (dst its definition; def the source's): all but those the
+// target generates itself, and those generated in the source that the
+// target lacks. notes say which are left out.
+func Copied(src []dialect.Column, def, dst *dialect.TableDef) (out []dialect.Column, notes []string) {
+	generated, srcGenerated, has := map[string]bool{}, map[string]bool{}, map[string]bool{}
+	for _, c := range dst.Columns {
+		generated[c.Name], has[c.Name] = c.Generated != "", true
+	}
+	for _, c := range def.Columns {
+		srcGenerated[c.Name] = c.Generated != ""
+	}
+	for _, c := range src {
+		switch {
+		case generated[c.Name]:
+			notes = append(notes, fmt.Sprintf("column %s is generated in the target table: not copied", c.Name))
+		case srcGenerated[c.Name] && !has[c.Name]:
+			notes = append(notes, fmt.Sprintf("column %s is generated in the source and not in the target table: not copied", c.Name))
+		default:
+			out = append(out, c)
+		}
+	}
+	return out, notes
 }
 
 // create is Prepare for a missing target table.
