@@ -23,8 +23,15 @@ import (
 )
 
 // fixtureTables are the fixture's tables a plan copies (page_views, with
-// neither a primary key nor a unique index, is excluded).
-var fixtureTables = []string{"addresses", "audit_log", "CamelCaseNotes", "categories", "customers", "inventory", "order_items", "orders", "payments", "product_tags", "products", "tags", "warehouses"}
+// neither a primary key nor a unique index, is excluded); the PostgreSQL
+// fixture has a partitioned table too.
+func fixtureTables(eng *engine) []string {
+	tables := []string{"addresses", "audit_log", "CamelCaseNotes", "categories", "customers", "inventory", "order_items", "orders", "payments", "product_tags", "products", "tags", "warehouses"}
+	if eng == pgEngine {
+		tables = append(tables, "shipments")
+	}
+	return tables
+}
 
 // fixture reads a file of the application fixture for an engine.
 func fixture(t *testing.T, eng *engine, name string) string {
@@ -78,13 +85,13 @@ func TestWholeDatabase(t *testing.T) {
 		plan := e.wholePlan(t)
 		r = runMigrate(t, "validate", "-p", plan)
 		wantCode(t, r, 0)
-		for _, tb := range fixtureTables {
+		for _, tb := range fixtureTables(e.src) {
 			if !strings.Contains(r.stdout, tb+" -> ") {
 				t.Errorf("validate does not list %s:\n%s", tb, r.stdout)
 			}
 		}
-		if strings.Contains(r.stdout, "page_views") {
-			t.Errorf("validate lists the excluded page_views:\n%s", r.stdout)
+		if strings.Contains(r.stdout, "page_views") || strings.Contains(r.stdout, "shipments_2024") {
+			t.Errorf("validate lists the excluded page_views or a partition:\n%s", r.stdout)
 		}
 
 		// The dry run lists every statement in order and what is not
@@ -103,8 +110,8 @@ func TestWholeDatabase(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &dry); err != nil {
 			t.Fatalf("dry run JSON: %v\n%s", err, r.stdout)
 		}
-		if len(dry.Tables) != len(fixtureTables) {
-			t.Errorf("dry run has %d tables, want %d", len(dry.Tables), len(fixtureTables))
+		if len(dry.Tables) != len(fixtureTables(e.src)) {
+			t.Errorf("dry run has %d tables, want %d", len(dry.Tables), len(fixtureTables(e.src)))
 		}
 		for _, tb := range dry.Tables {
 			if strings.HasSuffix(tb.Table, "audit_log") && !slices.Equal(tb.Key, []string{"event_id"}) {
@@ -154,6 +161,15 @@ func TestWholeDatabase(t *testing.T) {
 		}
 		if !slices.ContainsFunc(rep.NotMigrated, func(s string) bool { return strings.Contains(s, "customer_totals") }) {
 			t.Errorf("the run's summary does not report the view: %v", rep.NotMigrated)
+		}
+
+		if e.src == pgEngine && e.dst == pgEngine {
+			if n := queryInt(t, e.dstDB, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'shipments'::regclass"); n != 2 {
+				t.Errorf("the target's shipments has %d partitions, want 2", n)
+			}
+			if n := queryInt(t, e.dstDB, "SELECT count(*) FROM shipments_2025"); n != 120-101 {
+				t.Errorf("partition shipments_2025 holds %d rows, want 19", n)
+			}
 		}
 
 		// The application runs on the target, unchanged.
