@@ -188,7 +188,8 @@ type Schema interface {
 	MaxToken(table []string, fence string) string
 	// AddFenceColumn adds the fence column to an existing table.
 	AddFenceColumn(table []string, fence string) string
-	// Helpers creates the watermark and checkpoint tables if missing.
+	// Helpers creates the watermark, checkpoint and post-load steps'
+	// tables if missing.
 	Helpers() []string
 	// SetupLock and SetupUnlock take and give back a session lock that
 	// serialises setup across instances; args: a lock name. They run on

@@ -1,7 +1,7 @@
 package dialect
 
-// PostLoadHelper implements PostLoad.
-func (m MySQL) PostLoadHelper() string {
+// postLoadHelper creates the post-load steps' table (Helpers).
+func (m MySQL) postLoadHelper() string {
 	return `CREATE TABLE IF NOT EXISTS ` + m.Quote(PostLoadTable) + ` (
   plan varchar(191) NOT NULL, seq int NOT NULL, kind varchar(32) NOT NULL, tbl varchar(191) NOT NULL, name varchar(191) NOT NULL,
   stmt mediumtext NOT NULL, exists_sql text NOT NULL, exists_args text NOT NULL,
@@ -23,4 +23,14 @@ func (m MySQL) PostLoadList() string {
 // PostLoadDone implements PostLoad.
 func (m MySQL) PostLoadDone() string {
 	return `UPDATE ` + m.Quote(PostLoadTable) + ` SET state = 'done', token = ?, updated_at = CURRENT_TIMESTAMP(6) WHERE plan = ? AND seq = ?`
+}
+
+// PostLoadState implements PostLoad.
+func (m MySQL) PostLoadState() string {
+	return `UPDATE ` + m.Quote(PostLoadTable) + ` SET state = ?, token = ?, updated_at = CURRENT_TIMESTAMP(6) WHERE plan = ? AND seq = 0`
+}
+
+// PostLoadResume implements PostLoad.
+func (m MySQL) PostLoadResume() string {
+	return `UPDATE ` + m.Quote(PostLoadTable) + ` SET state = 'pending', updated_at = CURRENT_TIMESTAMP(6) WHERE plan = ? AND seq = 0 AND state = 'halted'`
 }

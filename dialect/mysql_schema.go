@@ -47,6 +47,7 @@ func (m MySQL) Helpers() []string {
   rows_done bigint NOT NULL DEFAULT 0, token bigint NOT NULL DEFAULT 0,
   state varchar(16) NOT NULL DEFAULT 'pending', updated_at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   PRIMARY KEY (plan, tbl, shard))` + tail,
+		m.postLoadHelper(),
 	}
 }
 

@@ -1,7 +1,7 @@
 package dialect
 
-// PostLoadHelper implements PostLoad.
-func (p Postgres) PostLoadHelper() string {
+// postLoadHelper creates the post-load steps' table (Helpers).
+func (p Postgres) postLoadHelper() string {
 	return `CREATE TABLE IF NOT EXISTS ` + p.Quote(PostLoadTable) + ` (
   plan text NOT NULL, seq integer NOT NULL, kind text NOT NULL, tbl text NOT NULL, name text NOT NULL,
   stmt text NOT NULL, exists_sql text NOT NULL, exists_args text NOT NULL,
@@ -22,4 +22,14 @@ func (p Postgres) PostLoadList() string {
 // PostLoadDone implements PostLoad.
 func (p Postgres) PostLoadDone() string {
 	return `UPDATE ` + p.Quote(PostLoadTable) + ` SET state = 'done', token = $1, updated_at = now() WHERE plan = $2 AND seq = $3`
+}
+
+// PostLoadState implements PostLoad.
+func (p Postgres) PostLoadState() string {
+	return `UPDATE ` + p.Quote(PostLoadTable) + ` SET state = $1, token = $2, updated_at = now() WHERE plan = $3 AND seq = 0`
+}
+
+// PostLoadResume implements PostLoad.
+func (p Postgres) PostLoadResume() string {
+	return `UPDATE ` + p.Quote(PostLoadTable) + ` SET state = 'pending', updated_at = now() WHERE plan = $1 AND seq = 0 AND state = 'halted'`
 }

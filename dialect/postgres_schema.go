@@ -36,6 +36,7 @@ func (p Postgres) Helpers() []string {
   rows_done bigint NOT NULL DEFAULT 0, token bigint NOT NULL DEFAULT 0,
   state text NOT NULL DEFAULT 'pending', updated_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (plan, tbl, shard))`,
+		p.postLoadHelper(),
 	}
 }
 

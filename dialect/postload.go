@@ -7,8 +7,6 @@ const PostLoadTable = "_migrate_postload"
 // plan's setup recorded (a secondary index, a foreign key), in the order
 // they run, and whether it is done.
 type PostLoad interface {
-	// PostLoadHelper creates the steps' table if missing.
-	PostLoadHelper() string
 	// PostLoadInsert records a step: args plan, seq, kind, tbl, name,
 	// stmt, exists_sql, exists_args (JSON).
 	PostLoadInsert() string
@@ -18,7 +16,16 @@ type PostLoad interface {
 	PostLoadList() string
 	// PostLoadDone marks a step done: args token, plan, seq.
 	PostLoadDone() string
+	// PostLoadState sets the phase's state (its row, seq 0): args state,
+	// token, plan.
+	PostLoadState() string
+	// PostLoadResume sets a halted phase back to pending: args plan.
+	PostLoadResume() string
 }
 
+// The phase's own row in the steps' table: seq 0, kind PostLoadPhase,
+// state pending, running, done or halted.
+const PostLoadPhase = "phase"
+
 // postLoadOrder orders steps by kind, then as recorded.
-const postLoadOrder = ` ORDER BY CASE kind WHEN 'sequence' THEN 0 WHEN 'index' THEN 1 ELSE 2 END, seq`
+const postLoadOrder = ` ORDER BY CASE kind WHEN 'phase' THEN 0 WHEN 'sequence' THEN 1 WHEN 'index' THEN 2 ELSE 3 END, seq`

@@ -31,7 +31,7 @@ type targetSQL interface {
 	DrillCount(table, key []string, fence string, after bool, r dialect.Range) dialect.Query
 	DropTable(table []string) string
 	DrillForget() []string
-	PostLoadHelper() string
+	Helpers() []string
 }
 
 // target is the drill's own connection to the plan's target database.
@@ -100,7 +100,12 @@ func (t *target) reset(ctx context.Context) error {
 	}
 	// The post-load steps' table is forgotten in too (made first where an
 	// older version set the target up without it).
-	for _, q := range append([]string{t.sql.PostLoadHelper()}, t.sql.DrillForget()...) {
+	for _, q := range t.sql.Helpers() {
+		if _, err := t.db.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("forget plan %s: %w", t.plan.Name, err)
+		}
+	}
+	for _, q := range t.sql.DrillForget() {
 		if _, err := t.db.ExecContext(ctx, q, t.plan.Name); err != nil {
 			return fmt.Errorf("forget plan %s: %w", t.plan.Name, err)
 		}

@@ -50,6 +50,12 @@ const maxReclaims = 3
 // claim is returned with its lease, still held, beside the error: the
 // caller releases it, as it does a claim that succeeded.
 func (r *Runner) claimShard(ctx context.Context, s fence.Shard, log *slog.Logger) (*claim, error) {
+	return r.claimWith(ctx, s, log, r.takeover)
+}
+
+// claimWith is claimShard with the claim's transaction take (takeover for
+// a table's shard, claimPhase for the post-load phase).
+func (r *Runner) claimWith(ctx context.Context, s fence.Shard, log *slog.Logger, take func(*lock.Lease, fence.Shard) (cursor.Checkpoint, watermark, error)) (*claim, error) {
 	base := leaseBase(s)
 	for attempt := 1; ; attempt++ {
 		lease, err := r.locker.Acquire(ctx, base, r.opts.Owner)
@@ -57,7 +63,7 @@ func (r *Runner) claimShard(ctx context.Context, s fence.Shard, log *slog.Logger
 			return nil, err
 		}
 		c := &claim{lease: lease, acquired: time.Now()}
-		c.cp, c.last, err = r.takeover(lease, s)
+		c.cp, c.last, err = take(lease, s)
 		c.took = time.Since(c.acquired)
 		var rc errReclaim
 		if !errors.As(err, &rc) || attempt >= maxReclaims || lease.Context().Err() != nil {
@@ -91,20 +97,29 @@ func (r *Runner) release(ctx context.Context, lease *lock.Lease) {
 func (r *Runner) takeover(lease *lock.Lease, s fence.Shard) (cp cursor.Checkpoint, last watermark, err error) {
 	err = r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
-		if last.token, last.owner, err = r.fence.Watermark(ctx, tx, s); err != nil {
-			return err
-		}
-		if err := r.fence.Claim(ctx, tx, s, fence.Token(lease.Token()), lease.Owner()); err != nil {
-			var st *fence.StaleError
-			if errors.As(err, &st) {
-				return errReclaim{st.Watermark}
-			}
+		if last, err = r.raiseFence(ctx, tx, lease, s); err != nil {
 			return err
 		}
 		cp, err = r.cursor.ReadForUpdate(ctx, tx, s)
 		return err
 	})
 	return cp, last, err
+}
+
+// raiseFence raises the shard's watermark strictly to the lease's token in
+// tx and returns the one it replaced; a token not above it is errReclaim.
+func (r *Runner) raiseFence(ctx context.Context, tx *sql.Tx, lease *lock.Lease, s fence.Shard) (last watermark, err error) {
+	if last.token, last.owner, err = r.fence.Watermark(ctx, tx, s); err != nil {
+		return last, err
+	}
+	if err := r.fence.Claim(ctx, tx, s, fence.Token(lease.Token()), lease.Owner()); err != nil {
+		var st *fence.StaleError
+		if errors.As(err, &st) {
+			return last, errReclaim{st.Watermark}
+		}
+		return last, err
+	}
+	return last, nil
 }
 
 // setState records the shard's state, fenced like a batch.

@@ -69,7 +69,7 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 	var sequences, indexes, fks []string
 	for _, s := range recorded {
 		switch {
-		case s.state == "done":
+		case s.seq == 0 || s.state == "done":
 		case s.Kind == dialect.StepForeignKey:
 			fks = append(fks, s.SQL)
 		default:
@@ -80,7 +80,6 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 		dt := DryRunTable{Table: t.Name, Target: t.Target, Key: t.Key, Schema: []string{}, DDL: []string{}}
 		if i == 0 && !helpers {
 			dt.DDL = append(dt.DDL, r.dstD.Helpers()...)
-			dt.DDL = append(dt.DDL, r.dstD.PostLoadHelper())
 		}
 		p, err := r.target(in.defs, recorded).Prepare(ctx, r.dst, t, in.cols[i], in.defs[i])
 		if err != nil {

@@ -23,13 +23,13 @@ import (
 // The post-load phase runs once every shard of the plan is done: the
 // sequence resets of every target table, then the secondary indexes and
 // foreign keys setup recorded (faster to build once than to maintain row
-// by row, and no load order to respect). It is one more shard of the plan,
-// named postLoadTable: its own lease (one instance runs it, the others
-// wait as standbys and take it over when the holder dies), watermark and
-// checkpoint (pending, running, done or halted, like a table's). Each step
-// runs again harmlessly after a crash (dialect.Step), and is marked done
-// under the fence; a step an old holder runs after a takeover is the same
-// statement the new holder runs.
+// by row, and no load order to respect). It has a shard's lease (one
+// instance runs it, the others wait as standbys and take it over when the
+// holder dies) and fence watermark, under the name postLoadTable, and its
+// state (pending, running, done or halted) in its own row of the steps'
+// table (seq 0). Each step runs again harmlessly after a crash
+// (dialect.Step), and is marked done under the fence; a step an old
+// holder runs after a takeover is the same statement the new holder runs.
 const postLoadTable = "_postload"
 
 // postLoadShard is the plan's post-load phase as a shard.
@@ -54,7 +54,7 @@ func (r *Runner) postLoadSteps(ctx context.Context, q dialect.Querier) ([]stepRo
 	defer rows.Close()
 	var out []stepRow
 	for rows.Next() {
-		var s stepRow
+		var s stepRow // the first, seq 0, is the phase's own row
 		var args string
 		if err := rows.Scan(&s.seq, &s.Kind, &s.table, &s.Name, &s.SQL, &s.Exists, &args, &s.state); err != nil {
 			return nil, fmt.Errorf("post-load steps: %w", err)
@@ -82,9 +82,27 @@ func (r *Runner) recordedSteps(ctx context.Context, q dialect.Querier) ([]stepRo
 	return r.postLoadSteps(ctx, q)
 }
 
+// resumePostLoad sets a halted post-load phase back to pending; it
+// returns 1 when it was halted.
+func (r *Runner) resumePostLoad(ctx context.Context) (int64, error) {
+	if steps, err := r.recordedSteps(ctx, r.dst); err != nil || len(steps) == 0 {
+		return 0, err
+	}
+	res, err := r.dst.ExecContext(ctx, r.dstD.PostLoadResume(), r.plan.Name)
+	if err != nil {
+		return 0, fmt.Errorf("resume the post-load phase: %w", err)
+	}
+	return res.RowsAffected()
+}
+
 // recordSteps records the post-load steps of preps not recorded yet,
 // after those that are.
 func (r *Runner) recordSteps(ctx context.Context, db schema.Conn, preps []*schema.Prepared, recorded []stepRow) error {
+	if len(recorded) == 0 {
+		if _, err := db.ExecContext(ctx, r.dstD.PostLoadInsert(), r.plan.Name, 0, dialect.PostLoadPhase, "", "", "", "", "[]"); err != nil {
+			return fmt.Errorf("record the post-load phase: %w", err)
+		}
+	}
 	have := map[string]bool{}
 	seq := 0
 	for _, s := range recorded {
@@ -135,18 +153,18 @@ func (r *Runner) postLoad(ctx context.Context) error {
 		r.mu.Unlock()
 	}()
 	for {
-		cp, err := r.cursor.Read(ctx, r.dst, s)
+		steps, err := r.recordedSteps(ctx, r.dst)
 		switch {
-		case errors.Is(err, cursor.ErrNoCheckpoint):
-			return nil // set up by a version without the phase
 		case err != nil:
 			return err
-		case cp.State == cursor.Done:
+		case len(steps) == 0:
+			return nil // set up by a version without the phase
+		case steps[0].state == "done":
 			return nil
-		case cp.State == cursor.Halted:
+		case steps[0].state == "halted":
 			return fmt.Errorf("%w: the post-load phase of plan %s is halted; fix the cause, then run `migrate resume`", ErrHalted, r.plan.Name)
 		}
-		c, err := r.claimShard(ctx, s, log)
+		c, err := r.claimWith(ctx, s, log, r.claimPhase)
 		var held *lock.HeldError
 		if errors.As(err, &held) {
 			log.Info("the post-load phase is held by another instance; waiting as its standby", "holder", held.Owner)
@@ -162,7 +180,7 @@ func (r *Runner) postLoad(ctx context.Context) error {
 			return err
 		}
 		rep.ByOther = false
-		if c.last.owner != "" && c.last.owner != r.opts.Owner && cp.State == cursor.Running {
+		if c.last.owner != "" && c.last.owner != r.opts.Owner && steps[0].state == "running" {
 			r.notePostLoadTakeover(c, log)
 		}
 		err = r.runPostLoad(ctx, c.lease, log, rep)
@@ -172,6 +190,30 @@ func (r *Runner) postLoad(ctx context.Context) error {
 		r.release(ctx, c.lease)
 		return err
 	}
+}
+
+// claimPhase claims the post-load phase's fence and records it running,
+// in one transaction.
+func (r *Runner) claimPhase(lease *lock.Lease, s fence.Shard) (_ cursor.Checkpoint, last watermark, err error) {
+	err = r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
+		if last, err = r.raiseFence(ctx, tx, lease, s); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, r.dstD.PostLoadState(), "running", lease.Token(), r.plan.Name)
+		return err
+	})
+	return cursor.Checkpoint{}, last, err
+}
+
+// setPhase records the phase's state, fenced like a batch.
+func (r *Runner) setPhase(lease *lock.Lease, state string) error {
+	return r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
+		if err := r.fence.CheckLease(ctx, tx, postLoadShard(r.plan), lease); err != nil {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, r.dstD.PostLoadState(), state, lease.Token(), r.plan.Name)
+		return err
+	})
 }
 
 // postLoadPoll is how often a standby of the post-load phase tries its
@@ -193,10 +235,6 @@ func (r *Runner) notePostLoadTakeover(c *claim, log *slog.Logger) {
 
 // runPostLoad runs every step not done yet under lease.
 func (r *Runner) runPostLoad(ctx context.Context, lease *lock.Lease, log *slog.Logger, rep *PostLoadReport) error {
-	s := postLoadShard(r.plan)
-	if err := r.setState(lease, s, cursor.Running); err != nil {
-		return err
-	}
 	if err := r.scanPool(ctx); err != nil {
 		return err
 	}
@@ -219,7 +257,7 @@ func (r *Runner) runPostLoad(ctx context.Context, lease *lock.Lease, log *slog.L
 		return err
 	}
 	for _, st := range steps {
-		if st.state == "done" {
+		if st.seq == 0 || st.state == "done" {
 			continue
 		}
 		began := time.Now()
@@ -227,7 +265,7 @@ func (r *Runner) runPostLoad(ctx context.Context, lease *lock.Lease, log *slog.L
 			return r.haltPostLoad(lease, log, st.table, st.Step, err)
 		}
 		err := r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
-			if err := r.fence.CheckLease(ctx, tx, s, lease); err != nil {
+			if err := r.fence.CheckLease(ctx, tx, postLoadShard(r.plan), lease); err != nil {
 				return err
 			}
 			_, err := tx.ExecContext(ctx, r.dstD.PostLoadDone(), lease.Token(), r.plan.Name, st.seq)
@@ -239,7 +277,7 @@ func (r *Runner) runPostLoad(ctx context.Context, lease *lock.Lease, log *slog.L
 		rep.Steps++
 		log.Info("post-load step done", "table", st.table, "kind", st.Kind, "name", st.Name, "elapsed", time.Since(began))
 	}
-	return r.setState(lease, s, cursor.Done)
+	return r.setPhase(lease, "done")
 }
 
 // runStep runs one step unless its object exists: a step that fails is
@@ -282,7 +320,9 @@ func (r *Runner) haltPostLoad(lease *lock.Lease, log *slog.Logger, table string,
 	if lease.Context().Err() != nil || dialect.Classify(err) == dialect.Unavailable {
 		return err
 	}
-	log.Error("a post-load step failed", "table", table, "kind", st.Kind, "name", st.Name, "err", err)
-	r.halt(lease, postLoadShard(r.plan), log)
+	log.Error("a post-load step failed: the post-load phase is halted; fix the cause, then run `migrate resume`", "table", table, "kind", st.Kind, "name", st.Name, "err", err)
+	if herr := r.setPhase(lease, "halted"); herr != nil {
+		log.Error("could not record the post-load phase halted", "err", herr)
+	}
 	return fmt.Errorf("%w: post-load %s %s of %s: %w", ErrHalted, st.Kind, st.Name, table, err)
 }

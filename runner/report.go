@@ -86,6 +86,16 @@ type Status struct {
 	Tables []ShardStatus `json:"tables"`
 	Leases []LeaseStatus `json:"leases"`
 	Totals []TableTotal  `json:"totals"` // per table of the plan, in plan order
+	// PostLoad is the post-load phase; null before setup recorded it.
+	PostLoad *PostLoadStatus `json:"post_load"`
+}
+
+// PostLoadStatus is the post-load phase's state (pending, running, done,
+// halted) and its steps (indexes, foreign keys), done or not.
+type PostLoadStatus struct {
+	State     string `json:"state"`
+	Steps     int    `json:"steps"`
+	StepsDone int    `json:"steps_done"`
 }
 
 // TableTotal sums a table's shards. RowsEstimated is the source's estimate

@@ -88,6 +88,18 @@ func (r *Runner) Status(ctx context.Context) (*Status, error) {
 	for _, t := range r.plan.Tables {
 		st.Totals = append(st.Totals, total(t, st.Tables, estimates))
 	}
+	steps, err := r.recordedSteps(ctx, r.dst)
+	if err != nil {
+		return nil, err
+	}
+	if len(steps) > 0 {
+		st.PostLoad = &PostLoadStatus{State: steps[0].state, Steps: len(steps) - 1}
+		for _, s := range steps[1:] {
+			if s.state == "done" {
+				st.PostLoad.StepsDone++
+			}
+		}
+	}
 	return st, nil
 }
 
@@ -153,6 +165,11 @@ func (r *Runner) Resume(ctx context.Context, table string, shard int) (int64, er
 		target = t.Target
 	}
 	n, err := r.cursor.Resume(ctx, r.dst, r.plan.Name, target, shard)
+	if err == nil && table == "" {
+		var m int64
+		m, err = r.resumePostLoad(ctx)
+		n += m
+	}
 	if err == nil {
 		r.log.Info("halted shards resumed", "plan", r.plan.Name, "table", table, "shard", shard, "count", n)
 	}

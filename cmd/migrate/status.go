@@ -72,6 +72,9 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\n", t.Table, t.Shard, t.State, t.RowsDone, rate(t.RowsPerSec), eta(t.EtaMs), last, t.Token, t.Watermark, t.UpdatedAt, t.Takeovers, rto)
 	}
 	_ = tw.Flush()
+	if pl := st.PostLoad; pl != nil {
+		fmt.Fprintf(stdout, "post-load phase: %s, %d of %d indexes and foreign keys created\n", pl.State, pl.StepsDone, pl.Steps)
+	}
 	if len(st.Leases) == 0 {
 		fmt.Fprintln(stdout, "leases: none held")
 	}
