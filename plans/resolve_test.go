@@ -80,7 +80,9 @@ func TestResolve(t *testing.T) {
 		if p.Discover {
 			t.Fatal("a tables list alone discovers")
 		}
-		err := p.Resolve(nil, func(name string) (Found, error) { return Found{Name: []string{"other", "t"}, Key: []string{"k1", "k2"}}, nil })
+		err := p.Resolve(nil, func(name string) (Found, error) {
+			return Found{Name: []string{"other", "t"}, Key: []string{"k1", "k2"}}, nil
+		})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -144,10 +144,10 @@ func (r *Runner) target(defs []*dialect.TableDef, recorded []stepRow) schema.Tar
 const helpersLock = "migrate/helpers"
 
 // prepareTargets prepares the target for every table, on one connection
-// that holds the setup lock: the helper tables, the post-load steps (a
-// created table's indexes and foreign keys, an existing table's foreign
-// keys, recorded once and before anything they describe changes), the
-// target tables' DDL, the checkpoints with their shard bounds. Where DDL
+// that holds the setup lock: the target tables' DDL, the helper tables,
+// the post-load steps (a created table's indexes and foreign keys, an
+// existing table's foreign keys, recorded once and before its foreign keys
+// are dropped), the checkpoints with their shard bounds. Where DDL
 // is transactional (PostgreSQL) it is one transaction, so a failure
 // anywhere leaves the target as it was; where DDL commits itself (MySQL),
 // a table created here is dropped again when a later step fails, and the
@@ -189,12 +189,7 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 		defer func() { _ = tx.Rollback() }() // after Commit: sql.ErrTxDone, nothing done
 		db = tx
 	}
-	for _, h := range append(r.dstD.Helpers(), r.dstD.PostLoadHelper()) {
-		if _, err := db.ExecContext(ctx, h); err != nil {
-			return nil, schema.StmtError("create helper tables", h, err)
-		}
-	}
-	recorded, err := r.postLoadSteps(ctx, db)
+	recorded, err := r.recordedSteps(ctx, db)
 	if err != nil {
 		return nil, err
 	}
@@ -204,10 +199,18 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 		}
 	}
+	if err := r.runDDL(ctx, db, preps, &created); err != nil {
+		return nil, err
+	}
+	for _, h := range r.dstD.Helpers() {
+		if _, err := db.ExecContext(ctx, h); err != nil {
+			return nil, schema.StmtError("create helper tables", h, err)
+		}
+	}
 	if err := r.recordSteps(ctx, db, preps, recorded); err != nil {
 		return nil, err
 	}
-	if err := r.runDDL(ctx, db, preps, recorded, &created); err != nil {
+	if err := r.dropForeignKeys(ctx, db, preps, recorded); err != nil {
 		return nil, err
 	}
 	if !r.dstD.TransactionalDDL() {
@@ -230,17 +233,10 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 	return preps, nil
 }
 
-// runDDL runs each table's DDL, and drops the foreign keys of existing
-// target tables that the post-load phase re-creates (not those whose
-// re-creation is done: a finished plan run again keeps them). A table
-// created where DDL commits itself is added to created.
-func (r *Runner) runDDL(ctx context.Context, db schema.Conn, preps []*schema.Prepared, recorded []stepRow, created *[][]string) error {
-	done := map[string]bool{}
-	for _, s := range recorded {
-		if s.state == "done" && s.Kind == dialect.StepForeignKey {
-			done[s.table+"\x00"+s.Name] = true
-		}
-	}
+// runDDL runs each table's DDL first, so that a user without the rights
+// to run it changes nothing. A table created where DDL commits itself is
+// added to created.
+func (r *Runner) runDDL(ctx context.Context, db schema.Conn, preps []*schema.Prepared, created *[][]string) error {
 	for i, t := range r.plan.Tables {
 		p, recordedCreate := preps[i], false
 		for _, n := range p.Notes {
@@ -255,6 +251,22 @@ func (r *Runner) runDDL(ctx context.Context, db schema.Conn, preps []*schema.Pre
 				*created, recordedCreate = append(*created, t.TargetIdent()), true
 			}
 		}
+	}
+	return nil
+}
+
+// dropForeignKeys drops the foreign keys of existing target tables that
+// the post-load phase re-creates (recorded by now), not those whose
+// re-creation is done: a finished plan run again keeps them.
+func (r *Runner) dropForeignKeys(ctx context.Context, db schema.Conn, preps []*schema.Prepared, recorded []stepRow) error {
+	done := map[string]bool{}
+	for _, s := range recorded {
+		if s.state == "done" && s.Kind == dialect.StepForeignKey { // the phase's own row (seq 0) is neither
+			done[s.table+"\x00"+s.Name] = true
+		}
+	}
+	for i, t := range r.plan.Tables {
+		p := preps[i]
 		for _, name := range slices.Sorted(maps.Keys(p.DropFKs)) {
 			if done[t.Target+"\x00"+name] {
 				continue
@@ -273,9 +285,6 @@ func (r *Runner) runDDL(ctx context.Context, db schema.Conn, preps []*schema.Pre
 // first time; a table that existed before this plan (no DDL, no
 // checkpoints) floors the new shards' watermarks above its highest token.
 func (r *Runner) writeCheckpoints(ctx context.Context, db schema.Conn, preps []*schema.Prepared, bounds [][]dialect.Range) error {
-	if err := r.cursor.Init(ctx, db, postLoadShard(r.plan), nil, nil); err != nil {
-		return err
-	}
 	for i, t := range r.plan.Tables {
 		n, err := r.checkShardCount(ctx, db, t)
 		if err != nil {

@@ -64,7 +64,7 @@ func DefaultKey(def *dialect.TableDef) []string {
 	}
 	var best *dialect.Index
 	for i, x := range def.Indexes {
-		if !x.Unique || x.Where != "" || !slices.ContainsFunc(x.Parts, func(p dialect.IndexPart) bool { return true }) {
+		if !x.Unique || x.Where != "" || len(x.Parts) == 0 {
 			continue
 		}
 		if slices.ContainsFunc(x.Parts, func(p dialect.IndexPart) bool { return p.Column == "" || p.Prefix > 0 || !notNull[p.Column] }) {

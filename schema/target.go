@@ -222,6 +222,7 @@ func (tg Target) targetDef(t plans.Table, src []dialect.Column, def *dialect.Tab
 			notes = append(notes, fmt.Sprintf("index %s: a column it uses is not copied", x.Name))
 		}
 	}
+	renameOwned(def.Name, &d)
 	d.ForeignKeys = nil
 	for _, fk := range def.ForeignKeys {
 		ref, ok := tg.Targets[strings.Join(fk.RefTable, ".")]
@@ -236,6 +237,49 @@ func (tg Target) targetDef(t plans.Table, src []dialect.Column, def *dialect.Tab
 		}
 	}
 	return &d, notes
+}
+
+// renameOwned renames what a table created under another name than its
+// source's owns under a name of its own — its primary key's and indexes'
+// names (one namespace per schema in PostgreSQL), its partitions — so they
+// cannot meet the source's or another copy's: the source table's name as
+// their prefix becomes the target's ("items_pkey" of items is
+// "items_copy_pkey" of items_copy), else the target's name is put before
+// them.
+func renameOwned(src []string, d *dialect.TableDef) {
+	from, to := src[len(src)-1], d.Name[len(d.Name)-1]
+	if from == to {
+		return
+	}
+	rename := func(name string) string {
+		if name == "" {
+			return ""
+		}
+		if rest, ok := strings.CutPrefix(name, from); ok {
+			name = to + rest
+		} else {
+			name = to + "_" + name
+		}
+		if len(name) > 63 {
+			name = name[:63]
+		}
+		return name
+	}
+	if d.PrimaryKey != nil {
+		pk := *d.PrimaryKey
+		pk.Name = rename(pk.Name)
+		d.PrimaryKey = &pk
+	}
+	d.Indexes = slices.Clone(d.Indexes)
+	for i := range d.Indexes {
+		d.Indexes[i].Name = rename(d.Indexes[i].Name)
+	}
+	d.Partitions = slices.Clone(d.Partitions)
+	for i, p := range d.Partitions {
+		name := slices.Clone(d.Name)
+		name[len(name)-1] = rename(p.Name[len(p.Name)-1])
+		d.Partitions[i].Name = name
+	}
 }
 
 // checkUniqueKey makes sure an existing target table has a unique index on

@@ -381,7 +381,7 @@ var pgMapped = []mapped{
 	{"json", kJSON, "json", "json|longtext", `{"b": 1, "a": [true, null]}`},
 	{"jsonb", kJSON, "jsonb", "json|longtext", `{"k": "ü"}`},
 	{"bytea", kBytes, "bytea", "longblob", []byte{0, 1, 2, 255}},
-	{"conf_mood", kText, "", "varchar(255)", "happy"}, // an enum (CREATE TYPE); PostgreSQL targets: not in this issue
+	{"conf_mood", kText, "", "enum('sad','happy')", "happy"}, // an enum (CREATE TYPE): a MySQL ENUM of its labels
 }
 
 // myMapped is the issue's MySQL→PostgreSQL mapping.

@@ -108,7 +108,7 @@ func dryRunFresh(t *testing.T, e *env) {
 		t.Errorf("forecast %+v, want %d rows to insert", got, n)
 	}
 	// The helper tables and the target table, in that order.
-	if len(got.DDL) != 3 || !strings.Contains(got.DDL[2], "CREATE TABLE") || !slices.ContainsFunc(got.Schema, func(s string) bool { return strings.Contains(s, "does not exist") }) {
+	if len(got.DDL) != 4 || !strings.Contains(got.DDL[3], "CREATE TABLE") || !slices.ContainsFunc(got.Schema, func(s string) bool { return strings.Contains(s, "does not exist") }) {
 		t.Errorf("ddl %q schema %q, want the helper tables and the target table", got.DDL, got.Schema)
 	}
 	if got.EstimateMs <= 0 {

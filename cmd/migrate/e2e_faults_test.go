@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"syscall"
@@ -82,41 +81,6 @@ func statusOf(t *testing.T, plan string) (tables, leases []map[string]any) {
 	return tables, leases
 }
 
-// lockSource locks table in e's source against every other session's
-// reads (PostgreSQL: ACCESS EXCLUSIVE, MySQL: LOCK TABLES … WRITE) until
-// the returned func is called, or the test ends.
-func lockSource(t *testing.T, e *env, table string) (unlock func()) {
-	t.Helper()
-	conn, err := e.srcDB.Conn(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stmts, release := []string{"BEGIN", "LOCK TABLE " + e.src.table(table) + " IN ACCESS EXCLUSIVE MODE"}, "ROLLBACK"
-	if e.src == mysqlEngine {
-		stmts, release = []string{"LOCK TABLES " + e.src.table(table) + " WRITE"}, "UNLOCK TABLES"
-	}
-	for _, q := range stmts {
-		if _, err := conn.ExecContext(t.Context(), q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-	}
-	done := false
-	unlock = func() {
-		t.Helper()
-		if done {
-			return
-		}
-		done = true
-		_, err := conn.ExecContext(context.WithoutCancel(t.Context()), release)
-		_ = conn.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", release, err)
-		}
-	}
-	t.Cleanup(unlock)
-	return unlock
-}
-
 func TestStatus_JSON(t *testing.T) {
 	t.Parallel()
 	inDirections(t, sameEngine, func(t *testing.T, e *env) {
@@ -129,9 +93,11 @@ func TestStatus_JSON(t *testing.T) {
 			t.Errorf("before any run: tables %v leases %v, want none", tables, leases)
 		}
 
-		// The source table locked, the holder waits for its first read with the
-		// lease held: status sees it running, however fast the copy would be.
-		unlock := lockSource(t, e, "big")
+		// The holder's first batch waits at a gate with the lease held:
+		// status sees it running, however fast the copy would be. (A
+		// source table locked against reads would stop it earlier, at
+		// setup, which reads the table's definition.)
+		g := e.gateBig(t, "NEW.id > 0")
 		p := startMigrate(t, "run", "-p", plan, "--instance", "probe")
 		var tables, leases []map[string]any
 		poll(t, 60*time.Second, "a lease in status --json", func() bool {
@@ -157,7 +123,7 @@ func TestStatus_JSON(t *testing.T) {
 			t.Errorf("tables while running: %v", tables)
 		}
 
-		unlock()
+		g.openAll(t)
 		wantCode(t, p.wait(t), 0)
 		tables, leases = statusOf(t, plan)
 		if len(leases) != 0 {

@@ -249,16 +249,12 @@ func TestRun_NoSecretsInOutput(t *testing.T) {
 	}
 
 	t.Run("metrics and cmdline mid-run", func(t *testing.T) {
-		// The source table locked, the holder waits for its first read with
-		// the lease held: the scrape sees it running, whatever the speed.
-		lock, err := e.srcDB.BeginTx(t.Context(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = lock.Rollback() }()
-		if _, err := lock.ExecContext(t.Context(), `LOCK TABLE big IN ACCESS EXCLUSIVE MODE`); err != nil {
-			t.Fatal(err)
-		}
+		// The holder's first batch waits at a gate with the lease held:
+		// the scrape sees it running, whatever the speed. (A source table
+		// locked against reads would stop it earlier, at setup, which
+		// reads the table's definition.)
+		g := e.gateBig(t, "NEW.id > 0")
+		exec1(t, e.dstDB, "ALTER TABLE big OWNER TO "+ident(role)) // the run's role adds the fence column; the drill's --reset drops it
 		addr := freeAddr(t)
 		p := startMigrate(t, "run", "-p", bigPlan, "-v", "--json", "--instance", "scraped", "--metrics-addr", addr)
 		// Start returns once the binary is exec'd: its argv is in place. The
@@ -286,9 +282,7 @@ func TestRun_NoSecretsInOutput(t *testing.T) {
 			}
 			return err == nil && strings.Contains(m, `state="running",table="big"} 1`)
 		})
-		if err := lock.Rollback(); err != nil {
-			t.Fatal(err)
-		}
+		g.openAll(t)
 		r := p.wait(t)
 		wantCode(t, r, 0)
 		assertNoSecret(t, "stdout", r.stdout, secrets)

@@ -144,10 +144,13 @@ func TestWholeDatabase(t *testing.T) {
 		r = runMigrate(t, "run", "-p", plan, "--json")
 		wantCode(t, r, 0)
 		var rep struct {
-			PostLoad *struct {
-				Sequences int `json:"sequences"`
-				Steps     int `json:"steps"`
+			ElapsedMs int64 `json:"elapsed_ms"`
+			PostLoad  *struct {
+				Sequences int   `json:"sequences"`
+				Steps     int   `json:"steps"`
+				ElapsedMs int64 `json:"elapsed_ms"`
 			} `json:"post_load"`
+			Notes       []string `json:"notes"`
 			NotMigrated []string `json:"not_migrated"`
 			Verify      struct {
 				Equal bool `json:"equal"`
@@ -159,6 +162,12 @@ func TestWholeDatabase(t *testing.T) {
 		if rep.PostLoad == nil || rep.PostLoad.Steps < fks || rep.PostLoad.Sequences < 8 || !rep.Verify.Equal {
 			t.Fatalf("run report: post_load %+v, verify equal %v\n%s", rep.PostLoad, rep.Verify.Equal, r.stdout)
 		}
+		ddl := 0
+		for _, tb := range dry.Tables {
+			ddl += len(tb.DDL)
+		}
+		t.Logf("%s: %d tables found (1 refused), %d statements before the data, %d post-load statements (%d sequence resets, %d indexes and foreign keys), %d notes, %d objects not migrated: %s; run %d ms, of which post-load %d ms",
+			e.name, len(dry.Tables), ddl, len(dry.PostLoad), rep.PostLoad.Sequences, rep.PostLoad.Steps, len(rep.Notes), len(rep.NotMigrated), strings.Join(rep.NotMigrated, "; "), rep.ElapsedMs, rep.PostLoad.ElapsedMs)
 		if !slices.ContainsFunc(rep.NotMigrated, func(s string) bool { return strings.Contains(s, "customer_totals") }) {
 			t.Errorf("the run's summary does not report the view: %v", rep.NotMigrated)
 		}
