@@ -118,30 +118,27 @@ func pgToMySQLTokens(in []token) ([]token, error) {
 			}
 			i = end - 1
 			continue
-		case t.kind == tokOp && t.text == "=" && i+4 < len(in) && strings.EqualFold(in[i+1].text, "any") && in[i+2].text == "(" &&
-			strings.EqualFold(in[i+3].text, "array") && in[i+4].text == "[":
-			// x = ANY (ARRAY[a, b]) is x IN (a, b).
-			end := i + 5
-			for depth := 0; end < len(in) && (in[end].text != "]" || depth > 0); end++ {
-				switch in[end].text {
-				case "[":
-					depth++
-				case "]":
-					depth--
-				}
-			}
-			if end+1 >= len(in) || in[end+1].text != ")" {
+		case t.kind == tokOp && t.text == "=" && i+2 < len(in) && strings.EqualFold(in[i+1].text, "any") && in[i+2].text == "(":
+			// x = ANY (ARRAY[a, b]) is x IN (a, b); so is PostgreSQL's
+			// own spelling of a varchar column's, x = ANY ((ARRAY[a, b])::text[]).
+			items, next, ok := anyArray(in, i+2)
+			if !ok {
 				return nil, fmt.Errorf("%w: = ANY (…)", errNoTranslation)
 			}
-			inner, err := pgToMySQLTokens(in[i+5 : end])
+			inner, err := pgToMySQLTokens(items)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, token{kind: tokWord, text: "IN", space: true}, token{kind: tokOp, text: "(", space: true})
 			out = append(out, inner...)
 			out = append(out, token{kind: tokOp, text: ")"})
-			i = end + 1
+			i = next - 1
 			continue
+		case t.kind == tokOp && (t.text == "~~" || t.text == "!~~"):
+			// PostgreSQL's spelling of LIKE and NOT LIKE (case-sensitive in
+			// both engines only under a binary collation: migrate's tables
+			// use one).
+			t = token{kind: tokWord, text: map[string]string{"~~": "LIKE", "!~~": "NOT LIKE"}[t.text], space: true}
 		case t.kind == tokWord && strings.EqualFold(t.text, "length") && i+1 < len(in) && in[i+1].text == "(":
 			t.text = "char_length" // PostgreSQL's length counts characters
 		case t.kind == tokWord:
@@ -159,6 +156,54 @@ func pgToMySQLTokens(in []token) ([]token, error) {
 		out = append(out, t)
 	}
 	return concatChain(out)
+}
+
+// anyArray reads the ANY operand starting at the "(" in[open]: ARRAY[…]
+// itself or in parentheses, with or without a cast to an array type. It
+// returns the array's items and the index after the operand's ")".
+func anyArray(in []token, open int) (items []token, next int, ok bool) {
+	close := matching(in, open, "(", ")")
+	if close < 0 {
+		return nil, 0, false
+	}
+	body := in[open+1 : close]
+	for len(body) > 0 && body[0].text == "(" { // (ARRAY[…])::text[]
+		end := matching(body, 0, "(", ")")
+		if end < 0 {
+			return nil, 0, false
+		}
+		if rest := body[end+1:]; len(rest) > 0 && rest[0].text != "::" {
+			return nil, 0, false
+		}
+		body = body[1:end]
+	}
+	if len(body) < 3 || !strings.EqualFold(body[0].text, "array") || body[1].text != "[" {
+		return nil, 0, false
+	}
+	end := matching(body, 1, "[", "]")
+	if end < 0 {
+		return nil, 0, false
+	}
+	if rest := body[end+1:]; len(rest) > 0 && rest[0].text != "::" {
+		return nil, 0, false
+	}
+	return body[2:end], close + 1, true
+}
+
+// matching is the index of the token closing the bracket at in[i], or -1.
+func matching(in []token, i int, open, close string) int {
+	depth := 0
+	for j := i; j < len(in); j++ {
+		switch in[j].text {
+		case open:
+			depth++
+		case close:
+			if depth--; depth == 0 {
+				return j
+			}
+		}
+	}
+	return -1
 }
 
 // skipCast is the index after a cast's type starting at in[i].

@@ -166,8 +166,8 @@ func TestWholeDatabase(t *testing.T) {
 		for _, tb := range dry.Tables {
 			ddl += len(tb.DDL)
 		}
-		t.Logf("%s: %d tables found (1 refused), %d statements before the data, %d post-load statements (%d sequence resets, %d indexes and foreign keys), %d notes, %d objects not migrated: %s; run %d ms, of which post-load %d ms",
-			e.name, len(dry.Tables), ddl, len(dry.PostLoad), rep.PostLoad.Sequences, rep.PostLoad.Steps, len(rep.Notes), len(rep.NotMigrated), strings.Join(rep.NotMigrated, "; "), rep.ElapsedMs, rep.PostLoad.ElapsedMs)
+		t.Logf("%s: %d tables found (1 refused), %d statements before the data, %d post-load statements (%d sequence resets, %d indexes and foreign keys), %d notes (%s), %d objects not migrated: %s; run %d ms, of which post-load %d ms",
+			e.name, len(dry.Tables), ddl, len(dry.PostLoad), rep.PostLoad.Sequences, rep.PostLoad.Steps, len(rep.Notes), strings.Join(rep.Notes, "; "), len(rep.NotMigrated), strings.Join(rep.NotMigrated, "; "), rep.ElapsedMs, rep.PostLoad.ElapsedMs)
 		if !slices.ContainsFunc(rep.NotMigrated, func(s string) bool { return strings.Contains(s, "customer_totals") }) {
 			t.Errorf("the run's summary does not report the view: %v", rep.NotMigrated)
 		}
