@@ -104,7 +104,7 @@ func (r *Runner) recordSteps(ctx context.Context, db schema.Conn, preps []*schem
 		}
 	}
 	have := map[string]bool{}
-	seq := 0
+	seq, added := 0, 0
 	for _, s := range recorded {
 		have[s.table+"\x00"+s.Kind+"\x00"+s.Name] = true
 		seq = max(seq, s.seq)
@@ -126,6 +126,14 @@ func (r *Runner) recordSteps(ctx context.Context, db schema.Conn, preps []*schem
 				return fmt.Errorf("record post-load step %s %s of %s: %w", s.Kind, s.Name, t.Target, err)
 			}
 			have[t.Target+"\x00"+s.Kind+"\x00"+s.Name] = true
+			added++
+		}
+	}
+	if added > 0 && len(recorded) > 0 && recorded[0].state == "done" {
+		// A table new to the plan (found by discovery in a later run)
+		// brings steps the finished phase has not run: it runs again.
+		if _, err := db.ExecContext(ctx, r.dstD.PostLoadState(), "pending", 0, r.plan.Name); err != nil {
+			return fmt.Errorf("reopen the post-load phase: %w", err)
 		}
 	}
 	return nil

@@ -181,6 +181,18 @@ func TestWholeDatabase(t *testing.T) {
 			}
 		}
 
+		// A table new in the source is found by the next run, copied, and
+		// gets its indexes: the finished post-load phase runs again.
+		exec1(t, e.srcDB, "CREATE TABLE coupons (id int NOT NULL PRIMARY KEY, code varchar(20) NOT NULL, CONSTRAINT coupons_code_key UNIQUE (code))")
+		exec1(t, e.srcDB, "INSERT INTO coupons VALUES (1, 'A'), (2, 'B')")
+		wantCode(t, runMigrate(t, "run", "-p", plan), 0)
+		if n := queryInt(t, e.dstDB, "SELECT count(*) FROM coupons"); n != 2 {
+			t.Errorf("the new table has %d rows in the target, want 2", n)
+		}
+		if _, err := e.dstDB.ExecContext(t.Context(), "INSERT INTO coupons (id, code) VALUES (3, 'A')"); err == nil {
+			t.Error("the new table's unique index was not created")
+		}
+
 		// The application runs on the target, unchanged.
 		if err := e.runApp(t, "app.sql"); err != nil {
 			t.Fatalf("the application fails on the migrated %s database: %v", e.dst.name, err)
@@ -196,6 +208,7 @@ func TestWholeDatabase(t *testing.T) {
 		if err := e.runApp(t, "app_fk_violation.sql"); err == nil {
 			t.Error("a second run lost the foreign keys")
 		}
+
 	})
 }
 
