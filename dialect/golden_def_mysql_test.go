@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/typemap"
 )
 
 // mysqlGoldenDef is a MySQL table's definition as MySQL.ReadTable gives
@@ -203,7 +204,7 @@ func TestMySQL_DefHelpers(t *testing.T) {
 	if got := mysqlUnquote(`'it''s a \\ b'`); got != `it's a \ b` {
 		t.Errorf("unquote %q", got)
 	}
-	if got := mysqlString("it's a \\ b\x00"); got != `'it''s a \\ b\0'` {
+	if got := typemap.MySQLString("it's a \\ b\x00"); got != `'it''s a \\ b\0'` {
 		t.Errorf("string literal %s", got)
 	}
 	my8, maria := mysqlFor("8.0.36"), mysqlFor("10.11.6-MariaDB")

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/typemap"
 )
 
 // mysqlMaxName is the longest MySQL identifier, in bytes.
@@ -78,7 +79,7 @@ func (m MySQL) Create(def *TableDef, fence string) Created {
 	}
 	tail := " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=" + m.collation()
 	if def.Comment != "" {
-		tail += " COMMENT=" + mysqlString(def.Comment)
+		tail += " COMMENT=" + typemap.MySQLString(def.Comment)
 	}
 	switch {
 	case def.PartitionBy != "" && cross:
@@ -150,7 +151,7 @@ func (m MySQL) columnDef(c ColumnDef, cross bool, cr *Created) (string, bool) {
 		}
 	}
 	if c.Comment != "" {
-		d += " COMMENT " + mysqlString(c.Comment)
+		d += " COMMENT " + typemap.MySQLString(c.Comment)
 	}
 	return d, true
 }
@@ -205,7 +206,7 @@ func (m MySQL) literalDefault(c ColumnDef, cross bool) string {
 	if mysqlNumeric(c.Base) && mysqlNumber.MatchString(v) {
 		return v
 	}
-	lit := mysqlString(v)
+	lit := typemap.MySQLString(v)
 	if !m.MariaDB && mysqlBlobLike(c.Base) {
 		return "(" + lit + ")"
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/typemap"
 )
 
 // ListTables implements Definitions: the base tables of DATABASE() (a
@@ -141,7 +142,7 @@ func (m MySQL) classifyDefault(raw sql.NullString, extra, base string) Default {
 	if strings.Contains(extra, "default_generated") || (base == "bit" && strings.HasPrefix(v, "b'")) {
 		return Default{Kind: DefaultExpr, Expr: m.catalogExpr(v)}
 	}
-	expr := mysqlString(v)
+	expr := typemap.MySQLString(v)
 	if mysqlNumeric(base) && mysqlNumber.MatchString(v) {
 		expr = v
 	}

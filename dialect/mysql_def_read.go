@@ -166,15 +166,6 @@ func mysqlUnquote(lit string) string {
 	return lit
 }
 
-// mysqlString quotes s as a MySQL string literal for DDL (defaults,
-// comments): a quote doubled, a backslash escaped (sessions do not run
-// with NO_BACKSLASH_ESCAPES), NUL and ^Z escaped.
-func mysqlString(s string) string {
-	return "'" + mysqlStringEscaper.Replace(s) + "'"
-}
-
-var mysqlStringEscaper = strings.NewReplacer(`\`, `\\`, `'`, `''`, "\x00", `\0`, "\x1a", `\Z`)
-
 // mysqlNumeric: a MySQL base type whose literals are numbers.
 func mysqlNumeric(base string) bool {
 	switch base {

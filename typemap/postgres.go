@@ -165,7 +165,16 @@ func mysqlEnum(labels []string) (string, bool) {
 			return "", false
 		}
 		seen[low] = true
-		q[i] = "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(l) + "'"
+		q[i] = MySQLString(l)
 	}
 	return "enum(" + strings.Join(q, ",") + ")", true
 }
+
+// MySQLString quotes s as a MySQL string literal for DDL (enum members,
+// defaults, comments): a quote doubled, a backslash escaped (sessions do
+// not run with NO_BACKSLASH_ESCAPES), NUL and ^Z escaped.
+func MySQLString(s string) string {
+	return "'" + mysqlStringEscaper.Replace(s) + "'"
+}
+
+var mysqlStringEscaper = strings.NewReplacer(`\`, `\\`, `'`, `''`, "\x00", `\0`, "\x1a", `\Z`)
