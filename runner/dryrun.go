@@ -76,12 +76,13 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 			indexes = append(indexes, s.SQL)
 		}
 	}
+	tg := r.target(in.defs, recorded)
 	for i, t := range r.plan.Tables {
 		dt := DryRunTable{Table: t.Name, Target: t.Target, Key: t.Key, Schema: []string{}, DDL: []string{}}
 		if i == 0 && !helpers {
 			dt.DDL = append(dt.DDL, r.dstD.Helpers()...)
 		}
-		p, err := r.target(in.defs, recorded).Prepare(ctx, r.dst, t, in.cols[i], in.defs[i])
+		p, err := tg.Prepare(ctx, r.dst, t, in.cols[i], in.defs[i])
 		if err != nil {
 			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 		}

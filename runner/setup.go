@@ -41,8 +41,9 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 	if err != nil {
 		return nil, err
 	}
+	tg := r.target(in.defs, recorded)
 	for i, t := range r.plan.Tables {
-		if _, err := r.target(in.defs, recorded).Prepare(ctx, r.dst, t, in.cols[i], in.defs[i]); err != nil {
+		if _, err := tg.Prepare(ctx, r.dst, t, in.cols[i], in.defs[i]); err != nil {
 			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 		}
 	}
@@ -194,8 +195,9 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 		return nil, err
 	}
 	preps = make([]*schema.Prepared, len(r.plan.Tables))
+	tg := r.target(in.defs, recorded)
 	for i, t := range r.plan.Tables {
-		if preps[i], err = r.target(in.defs, recorded).Prepare(ctx, db, t, in.cols[i], in.defs[i]); err != nil {
+		if preps[i], err = tg.Prepare(ctx, db, t, in.cols[i], in.defs[i]); err != nil {
 			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 		}
 	}

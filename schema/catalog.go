@@ -21,10 +21,7 @@ import (
 var ErrNoTable = dialect.ErrNoTable
 
 // Querier is a pool, a connection or a transaction.
-type Querier interface {
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
+type Querier = dialect.Querier
 
 // Conn is a Querier that also executes statements.
 type Conn interface {
