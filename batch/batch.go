@@ -70,6 +70,10 @@ type Spec struct {
 	// Types are the target's columns in Columns' order; with them a target
 	// dialect that is a dialect.BulkInserter writes new rows in bulk.
 	Types []dialect.Column
+	// Passthrough: source and target are one engine whose dialect, a
+	// dialect.RawCopier, moves these columns without decoding them
+	// (dialect.RawCopier.Passthrough), and Convert is nil.
+	Passthrough bool
 }
 
 // Progress is reported after each committed batch.
@@ -87,6 +91,7 @@ type Result struct {
 	Skipped  int64 // rows whose stored token was newer (never expected while the fence holds)
 	Batches  int
 	LastKey  []any
+	Profile  *Profile // the time of each phase of the batches
 }
 
 // Copier copies shards from a source pool to a target pool.
@@ -131,7 +136,7 @@ func (c *Copier) Reader(spec Spec) *keyset.Reader {
 // when the target holds rows written with a newer token.
 func (c *Copier) Copy(ctx context.Context, spec Spec, lease fence.Lease, from cursor.Checkpoint) (Result, error) {
 	done := from.RowsDone
-	var res Result
+	res := Result{Profile: new(Profile)}
 	keyIdx, err := keyset.KeyIndexes(spec.Columns, spec.Key)
 	if err != nil {
 		return res, fmt.Errorf("batch: %w", err)
@@ -155,8 +160,17 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease fence.Lease, from cu
 		}
 		return buf.Bytes()
 	}
-	pages := c.pages(lctx, spec, keyIdx, from.LastKey, encode)
-	defer pages.Close()
+	// Between two databases of one engine, a table whose types allow it
+	// is read and written without decoding its rows (passthrough), from
+	// the start or, after a takeover, once its first batch is checked.
+	_, srcRaw := c.SourceSQL.(dialect.RawCopier)
+	_, dstRaw := c.TargetSQL.(dialect.RawCopier)
+	passthrough := spec.Passthrough && srcRaw && dstRaw
+	var raw atomic.Bool
+	raw.Store(passthrough && c.AfterFirst == nil)
+	last := from.LastKey // the cursor: the last key committed
+	pages := c.pages(lctx, spec, keyIdx, last, encode, res.Profile, &raw, lease.Token())
+	defer func() { pages.Close() }()
 	var p pace
 	for {
 		pg, more, err := pages.Next(lctx)
@@ -170,21 +184,32 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease fence.Lease, from cu
 		}
 		// A page is one batch unless the lease's runway cannot carry it:
 		// then it is written in pieces, each a batch with its own cursor.
-		for rest := pg; len(rest.rows) > 0; {
+		for rest := pg; rest.len() > 0; {
 			start := time.Now()
-			w, err := c.writeRetrying(ctx, spec, lease, keyIdx, rest, encode, done, &p, &bulk)
+			w, err := c.writeRetrying(ctx, spec, lease, keyIdx, rest, encode, done, &p, &bulk, res.Profile)
+			var de errDecode
+			if errors.As(err, &de) {
+				// The target refused a raw page: read again from the
+				// cursor, decoding.
+				c.decodeFromHere(spec, &raw, de.err)
+				pages.Close()
+				pages = c.pages(lctx, spec, keyIdx, last, encode, res.Profile, &raw, lease.Token())
+				break
+			}
 			if err != nil {
 				return res, err
 			}
-			done += int64(len(w.rows))
+			done += int64(w.n)
+			last = w.last
 			res.add(w)
 			if c.OnBatch != nil {
-				c.OnBatch(spec.Shard, Progress{Rows: int64(len(w.rows)), Inserted: w.ins, Updated: w.upd, LastKey: w.last, Elapsed: time.Since(start)})
+				c.OnBatch(spec.Shard, Progress{Rows: int64(w.n), Inserted: w.ins, Updated: w.upd, LastKey: w.last, Elapsed: time.Since(start)})
 			}
 			if res.Batches == 1 && c.AfterFirst != nil {
 				c.AfterFirst(w.rows)
+				raw.Store(passthrough)
 			}
-			rest = page{rows: rest.rows[len(w.rows):]} // encoded again for its own batch
+			rest = rest.tail(w.n)
 		}
 	}
 }
@@ -192,10 +217,10 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease fence.Lease, from cu
 // add counts one committed batch.
 func (r *Result) add(w written) {
 	r.Batches++
-	r.Rows += int64(len(w.rows))
+	r.Rows += int64(w.n)
 	r.Inserted += w.ins
 	r.Updated += w.upd
-	r.Skipped += int64(len(w.rows)) - w.ins - w.upd
+	r.Skipped += int64(w.n) - w.ins - w.upd
 	r.LastKey = w.last
 }
 

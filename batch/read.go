@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/migrate-dev/migrate/dialect"
@@ -11,21 +12,61 @@ import (
 )
 
 // page is one keyset page of the source, and its encoding for the bulk
-// path (nil when it is written by upsert).
+// path (nil when it is written by upsert); or, read by passthrough, the
+// rows in the target's binary form only (raw).
 type page struct {
 	rows [][]any
 	bulk []byte
+	raw  *dialect.RawPage
+}
+
+// len is the page's rows.
+func (p page) len() int {
+	if p.raw != nil {
+		return p.raw.Len()
+	}
+	return len(p.rows)
+}
+
+// head is the page's first n rows, and the key of the last of them; a
+// page of decoded rows cut short loses its encoding (encoded again for
+// its own batch).
+func (p page) head(n int, keyIdx []int) (page, []any) {
+	if p.raw != nil {
+		h := p.raw.Head(n)
+		return page{raw: &h}, h.Last()
+	}
+	h := page{rows: p.rows[:n]}
+	if n == len(p.rows) {
+		h.bulk = p.bulk
+	}
+	return h, keyset.KeyOf(p.rows[n-1], keyIdx)
+}
+
+// tail is the page after its first n rows.
+func (p page) tail(n int) page {
+	if p.raw != nil {
+		t := p.raw.Tail(n)
+		return page{raw: &t}
+	}
+	return page{rows: p.rows[n:]}
 }
 
 // pages reads the shard's pages after the key after, one page ahead of the
 // writer, until the range ends, an error, or ctx ends. Each read is retried
 // like a batch; the source's schema is checked every SchemaEvery, after a
 // failed read and at the end of the range.
-func (c *Copier) pages(ctx context.Context, spec Spec, keyIdx []int, after []any, encode func([][]any) []byte) *keyset.Ahead[page] {
+//
+// While raw is on, pages are read by passthrough (rc, the source dialect's
+// RawCopier) in the target's binary form with token; a table whose key
+// the passthrough cannot decode turns it off.
+func (c *Copier) pages(ctx context.Context, spec Spec, keyIdx []int, after []any, encode func([][]any) []byte, prof *Profile, raw *atomic.Bool, token int64) *keyset.Ahead[page] {
 	rd := c.Reader(spec)
+	rc, _ := c.SourceSQL.(dialect.RawCopier)
 	checked := time.Now()
 	return keyset.Prefetch(ctx, 1, func(ctx context.Context) (page, bool, error) {
-		var rows [][]any
+		var pg page
+		t0 := time.Now()
 		err := c.retry(ctx, spec, "read", func() (err error) {
 			if c.SchemaCheck != nil && time.Since(checked) >= SchemaEvery {
 				checked = time.Now()
@@ -33,15 +74,42 @@ func (c *Copier) pages(ctx context.Context, spec Spec, keyIdx []int, after []any
 					return permanent{fmt.Errorf("%w: %w", ErrHalted, err)}
 				}
 			}
-			rows, err = c.readPage(ctx, rd, spec, after)
-			return c.checkSchema(ctx, rows, err)
+			if raw.Load() && rc != nil {
+				rp, err := rd.RawPage(ctx, rc, after, token)
+				if !errors.Is(err, dialect.ErrNotBulk) {
+					if err != nil {
+						err = fmt.Errorf("read %s after %v: %w", spec.Shard, after, err)
+					}
+					pg = page{raw: &rp}
+					return c.checkSchema(ctx, rp.Len(), err)
+				}
+				c.decodeFromHere(spec, raw, err)
+			}
+			rows, err := c.readPage(ctx, rd, spec, after)
+			pg = page{rows: rows}
+			return c.checkSchema(ctx, len(rows), err)
 		})
-		if err != nil || len(rows) == 0 {
+		if err != nil || pg.len() == 0 {
 			return page{}, false, err
 		}
-		after = keyset.KeyOf(rows[len(rows)-1], keyIdx)
-		return page{rows: rows, bulk: encode(rows)}, true, nil
+		if pg.raw != nil {
+			after = pg.raw.Last()
+			prof.since(PhaseRead, t0)
+			return pg, true, nil
+		}
+		after = keyset.KeyOf(pg.rows[len(pg.rows)-1], keyIdx)
+		t0 = prof.since(PhaseRead, t0)
+		pg.bulk = encode(pg.rows)
+		prof.since(PhaseEncode, t0)
+		return pg, true, nil
 	})
+}
+
+// decodeFromHere turns passthrough off for the rest of the copy.
+func (c *Copier) decodeFromHere(spec Spec, raw *atomic.Bool, why error) {
+	if raw.Swap(false) && c.Log != nil {
+		c.Log.Info("reading rows by decoding them from here", "shard", spec.Shard.String(), "why", why)
+	}
 }
 
 // readPage reads one page; a value that cannot cross halts the shard,
@@ -62,14 +130,14 @@ func (c *Copier) readPage(ctx context.Context, rd *keyset.Reader, spec Spec, aft
 // reason other than the database's availability (a dropped column fails
 // the read) and at the end of the range, once more before the shard is
 // done; a change halts the shard.
-func (c *Copier) checkSchema(ctx context.Context, rows [][]any, err error) error {
+func (c *Copier) checkSchema(ctx context.Context, rows int, err error) error {
 	switch {
 	case c.SchemaCheck == nil:
 	case err != nil && dialect.Classify(err) == dialect.Other:
 		if serr := c.SchemaCheck(ctx); serr != nil {
 			return permanent{fmt.Errorf("%w: %w (%w)", ErrHalted, serr, err)}
 		}
-	case err == nil && len(rows) == 0:
+	case err == nil && rows == 0:
 		if serr := c.SchemaCheck(ctx); serr != nil {
 			return permanent{fmt.Errorf("%w: %w", ErrHalted, serr)}
 		}

@@ -15,34 +15,49 @@ import (
 	"github.com/migrate-dev/migrate/keyset"
 )
 
-// written is one batch written by writeRetrying: the first rows of a page.
+// written is one batch written by writeRetrying: the first n rows of a
+// page (rows: nil for a raw page).
 type written struct {
 	rows     [][]any
+	n        int
 	last     []any
 	ins, upd int64
 }
+
+// errDecode is a raw page the target refused (a row exists after all, a
+// value its binary form cannot carry): the copy reads the rest, this page
+// included, by decoding them.
+type errDecode struct{ err error }
+
+func (e errDecode) Error() string { return "passthrough refused: " + e.err.Error() }
+func (e errDecode) Unwrap() error { return e.err }
 
 // writeRetrying writes the first rows of pg that the lease's runway can
 // carry (all of them, unless a batch takes more than about half the lease:
 // see runway) as one batch, retrying transient failures with backoff; each
 // attempt is one whole transaction. done is the rows done before them.
-func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease fence.Lease, keyIdx []int, pg page, encode func([][]any) []byte, done int64, p *pace, bulk *atomic.Bool) (w written, err error) {
+func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease fence.Lease, keyIdx []int, pg page, encode func([][]any) []byte, done int64, p *pace, bulk *atomic.Bool, prof *Profile) (w written, err error) {
 	err = c.retry(ctx, spec, "write", func() error {
-		n, err := c.runway(ctx, spec, lease, len(pg.rows), p)
+		n, err := c.runway(ctx, spec, lease, pg.len(), p)
 		if err != nil {
 			return err
 		}
-		w = written{rows: pg.rows[:n], last: keyset.KeyOf(pg.rows[n-1], keyIdx)}
-		data := pg.bulk
-		if n < len(pg.rows) || data == nil {
+		piece, last := pg.head(n, keyIdx)
+		w = written{rows: piece.rows, n: n, last: last}
+		data := piece.bulk
+		if piece.raw == nil && data == nil {
 			data = encode(w.rows)
 		}
 		left, start := time.Until(lease.Deadline()), time.Now()
-		w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, bulk: data, last: w.last, done: done + int64(n)})
-		if errors.Is(err, dialect.ErrConflict) || errors.Is(err, dialect.ErrNotBulk) {
+		w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, raw: piece.raw, bulk: data, last: w.last, done: done + int64(n), prof: prof})
+		refused := errors.Is(err, dialect.ErrConflict) || errors.Is(err, dialect.ErrNotBulk)
+		switch {
+		case piece.raw != nil && (refused || dialect.Classify(err) == dialect.Data) && lease.Context().Err() == nil:
+			return permanent{errDecode{err}}
+		case refused:
 			c.upsertFromHere(spec, bulk, err)
 			pg.bulk = nil
-			w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, last: w.last, done: done + int64(n)})
+			w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, last: w.last, done: done + int64(n), prof: prof})
 		}
 		if dialect.Classify(err) == dialect.Data && lease.Context().Err() == nil {
 			return permanent{c.dataError(ctx, spec, lease, w.rows, err)}
@@ -60,21 +75,31 @@ func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease fence.Lease
 }
 
 // work is one fenced write: its rows, their bulk encoding (nil: by the
-// fenced upsert), and the cursor's advance to last with done rows in all
+// fenced upsert) or their raw form, and the cursor's advance to last with done rows in all
 // (none when last is nil). A probe is rolled back instead of committed
-// (dataError's).
+// (dataError's). prof, if set, times the phases.
 type work struct {
 	rows  [][]any
+	raw   *dialect.RawPage // instead of rows: the rows in the target's binary form
 	bulk  []byte
 	last  []any
 	done  int64
 	probe bool
+	prof  *Profile
 }
 
 // write writes one batch in one transaction: fence check, rows (by bulk
 // load of their encoding, or by the fenced upsert), cursor advance.
 func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work) (ins, upd int64, err error) {
 	rows, bulk, last, t := w.rows, w.bulk, w.last, fence.Token(lease.Token())
+	count := int64(len(rows))
+	if w.raw != nil {
+		count = int64(w.raw.Len())
+	}
+	prof, t0 := w.prof, time.Now()
+	if prof == nil {
+		prof = new(Profile)
+	}
 	conn, err := c.Target.Conn(ctx)
 	if err != nil {
 		return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
@@ -90,25 +115,33 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work
 			_ = tx.Rollback()
 		}
 	}()
+	t0 = prof.since(PhaseBegin, t0)
 	if err := c.Fence.CheckLease(tctx, tx, spec.Shard, lease); err != nil {
 		if errors.Is(err, fence.ErrStale) {
 			return 0, 0, permanent{err}
 		}
 		return 0, 0, err
 	}
-	if bulk != nil {
+	t0 = prof.since(PhaseFence, t0)
+	switch {
+	case w.raw != nil:
+		if err := c.TargetSQL.(dialect.RawCopier).LoadRaw(tctx, conn, spec.Target, spec.Types, spec.FenceColumn, *w.raw); err != nil {
+			return 0, 0, fmt.Errorf("insert batch of %s up to %v: %w", spec.Shard, last, err)
+		}
+		ins = count
+	case bulk != nil:
 		err := c.TargetSQL.(dialect.BulkInserter).Load(tctx, conn, spec.Target, spec.Types, spec.FenceColumn, bulk, len(rows))
 		if err != nil {
 			return 0, 0, fmt.Errorf("insert batch of %s up to %v: %w", spec.Shard, last, err)
 		}
-		ins = int64(len(rows))
+		ins = count
 	}
 	keyIdx, err := keyset.KeyIndexes(spec.Columns, spec.Key)
 	if err != nil {
 		return 0, 0, permanent{fmt.Errorf("batch: %w", err)}
 	}
 	for _, chunk := range chunks(rows, (c.TargetSQL.MaxParams()-1)/(len(spec.Columns)+1)) {
-		if bulk != nil {
+		if bulk != nil || w.raw != nil {
 			break
 		}
 		i, u, err := c.upsert(tctx, tx, spec, keyIdx, t, chunk)
@@ -118,7 +151,7 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work
 		ins += i
 		upd += u
 	}
-	if skipped := int64(len(rows)) - ins - upd; skipped > 0 {
+	if skipped := count - ins - upd; skipped > 0 {
 		// The fence check passed, yet rows carry a newer token: something
 		// else (another plan, a re-shard) wrote this table. Not ours to
 		// overwrite, and not to be reported as copied.
@@ -128,17 +161,21 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work
 	if w.probe {
 		return ins, upd, nil
 	}
+	t0 = prof.since(PhaseLoad, t0)
 	if last != nil {
-		if err := c.Cursor.Advance(tctx, tx, spec.Shard, last, w.done-int64(len(rows)), w.done, t); err != nil {
+		if err := c.Cursor.Advance(tctx, tx, spec.Shard, last, w.done-count, w.done, t); err != nil {
 			if errors.Is(err, cursor.ErrMoved) {
 				return 0, 0, permanent{err}
 			}
 			return 0, 0, err
 		}
 	}
+	t0 = prof.since(PhaseCursor, t0)
 	if err := tx.Commit(); err != nil {
 		return 0, 0, fmt.Errorf("commit batch of %s up to %v: %w", spec.Shard, last, err)
 	}
+	prof.since(PhaseCommit, t0)
+	prof.batches.Add(1)
 	return ins, upd, nil
 }
 

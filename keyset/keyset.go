@@ -77,6 +77,18 @@ func (r *Reader) Page(ctx context.Context, after []any) ([][]any, error) {
 	return r.query(ctx, q.SQL, r.bind(q, after)...)
 }
 
+// RawPage is Page read by rc without decoding the rows (dialect.RawCopier):
+// up to Limit rows after the key after, in the target's binary bulk form
+// with token, and their keys.
+func (r *Reader) RawPage(ctx context.Context, rc dialect.RawCopier, after []any, token int64) (dialect.RawPage, error) {
+	idx, err := KeyIndexes(r.Columns, r.Key)
+	if err != nil {
+		return dialect.RawPage{}, err
+	}
+	q := r.SQL.SelectPage(r.Table, r.Columns, r.Key, after != nil, r.Range, r.Limit)
+	return rc.ReadRaw(ctx, r.DB, q.SQL, r.bind(q, after), idx, token, r.Limit)
+}
+
 // Last reads the batch that ends at key last: up to Limit rows with keys up
 // to and including it, within the range, in key order (the last committed
 // batch before a resume point).

@@ -108,7 +108,7 @@ func (h *holding) finishShard(ctx context.Context, res batch.Result, err error) 
 		r.addShard(result)
 		return r.fenced(ctx, lease, s, err)
 	}
-	h.log.Info("shard done", "rows", res.Rows, "batches", res.Batches, "replayed", res.Updated)
+	h.log.Info("shard done", "rows", res.Rows, "batches", res.Batches, "replayed", res.Updated, "ms_per_batch", res.Profile.PerBatch())
 	m.SetState(s.Table, s.Index, string(cursor.Done))
 	result.State = string(cursor.Done)
 	r.addShard(result)
