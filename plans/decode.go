@@ -136,7 +136,14 @@ func (d *decoder) tables(p *Plan, pp *planPos, n *yaml.Node) {
 			case "columns":
 				d.list(tf, key, v, &t.Columns)
 			case "shards":
+				if v.Kind == yaml.ScalarNode && v.Value == "auto" {
+					t.Shards = ShardsAuto
+					break
+				}
 				d.int(tf, key, v, &t.Shards)
+				if t.Shards == ShardsAuto {
+					t.Shards = shardsZero // a written 0 is not auto: out of range
+				}
 			case "types":
 				d.types(tf, key, v, &t.Types)
 			}

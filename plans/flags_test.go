@@ -28,7 +28,7 @@ func TestFromFlags(t *testing.T) {
 			t.Fatal(err)
 		}
 		// PostgreSQL to MySQL: the target defaults to the name without the schema.
-		want := Table{Name: "public.Orders", Target: "Orders", Key: []string{"id"}, Shards: 1}
+		want := Table{Name: "public.Orders", Target: "Orders", Key: []string{"id"}}
 		if p.Name != "public-orders" || p.File != "" || !reflect.DeepEqual(p.Tables, []Table{want}) {
 			t.Errorf("got %+v", p)
 		}
@@ -69,7 +69,7 @@ func TestFromFlags(t *testing.T) {
 			`flags: name "Bad!" must match [a-z0-9_-]+`,
 			"flags: lease_ttl 1ms is too short (at least 300ms)",
 			"flags: batch_size 200000 is out of range 1..100000",
-			`flags: table "t": shards -1 is out of range 1..1024`,
+			`flags: table "t": shards -1 is out of range 1..1024 (or auto)`,
 			`flags: table "t": key has an empty column name`,
 			`flags: table "t": key lists column "id" twice`,
 			`flags: table "t": columns must include key column "id"`,

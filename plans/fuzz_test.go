@@ -126,7 +126,7 @@ func checkPlan(t *testing.T, p *Plan) {
 				}
 			}
 		}
-		if tb.Shards < 1 || tb.Shards > MaxShards || len(tb.Key) == 0 {
+		if tb.Shards < ShardsAuto || tb.Shards > MaxShards || len(tb.Key) == 0 {
 			fail("table %q shards/key", tb.Name)
 		}
 		if p.File != "" && tb.Line < 1 {

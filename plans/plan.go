@@ -23,8 +23,13 @@ const (
 	DefaultTakeoverWindow = 10 * time.Minute
 	// DefaultMaxOutage outlasts a database restart or failover.
 	DefaultMaxOutage = 5 * time.Minute
-	DefaultShards    = 1
+	DefaultShards    = ShardsAuto
 )
+
+// ShardsAuto is `shards: auto` (and a table that says nothing): the first
+// run chooses the count from the table's rows and the instance's cores,
+// and every later run reads it back from the target.
+const ShardsAuto = 0
 
 // Limits checked by validation.
 const (
@@ -82,14 +87,17 @@ func withDefaults() *Plan {
 
 // Table is one table to copy.
 type Table struct {
-	Name    string            // source table, optionally schema-qualified ("public.orders")
-	Target  string            // target table; defaults to Name
-	Key     []string          // business key columns, in order; nil: the source's primary key, else a NOT NULL unique index (Resolve)
-	Columns []string          // columns to copy; nil means every source column
-	Shards  int               // key ranges, each with its own lease and cursor; default 1, 1..1024
-	Types   map[string]string // column -> target type text, for a created target table; overrides the mapping
-	Line    int               // line in the plan file where the table starts; 0 for flags
-	Column  int               // column on Line where the table starts; 0 for flags
+	Name    string   // source table, optionally schema-qualified ("public.orders")
+	Target  string   // target table; defaults to Name
+	Key     []string // business key columns, in order; nil: the source's primary key, else a NOT NULL unique index (Resolve)
+	Columns []string // columns to copy; nil means every source column
+	Shards  int      // key ranges, each with its own lease and cursor; 1..1024, or ShardsAuto (the default) until setup resolves it
+	// AutoShards: Shards was ShardsAuto and setup (or status) has set it
+	// to the count chosen at the first run.
+	AutoShards bool
+	Types      map[string]string // column -> target type text, for a created target table; overrides the mapping
+	Line       int               // line in the plan file where the table starts; 0 for flags
+	Column     int               // column on Line where the table starts; 0 for flags
 }
 
 // SourceIdent splits Name into its identifier parts: "public.orders" gives

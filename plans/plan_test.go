@@ -49,7 +49,7 @@ func TestParse(t *testing.T) {
 			name: "minimal with defaults",
 			yaml: header + "tables:\n  - name: orders\n    key: [id]\n",
 			want: func(p *Plan) {
-				p.Tables = []Table{{Name: "orders", Target: "orders", Key: []string{"id"}, Shards: 1, Line: 6, Column: 5}}
+				p.Tables = []Table{{Name: "orders", Target: "orders", Key: []string{"id"}, Line: 6, Column: 5}}
 			},
 		},
 		{
@@ -89,8 +89,8 @@ tables:
 `,
 			want: func(p *Plan) {
 				p.Tables = []Table{
-					{Name: "sales.order_lines", Target: "archive.order_lines", Key: []string{"order_id", "line_no"}, Shards: 1, Line: 6, Column: 5},
-					{Name: "customers", Target: "customers", Key: []string{"tenant", "id"}, Columns: []string{"tenant", "id", "name"}, Shards: 1, Line: 9, Column: 5},
+					{Name: "sales.order_lines", Target: "archive.order_lines", Key: []string{"order_id", "line_no"}, Line: 6, Column: 5},
+					{Name: "customers", Target: "customers", Key: []string{"tenant", "id"}, Columns: []string{"tenant", "id", "name"}, Line: 9, Column: 5},
 				}
 			},
 		},
@@ -104,7 +104,7 @@ tables:
 `,
 			want: func(p *Plan) {
 				p.FenceColumn = "${fence}$x"
-				p.Tables = []Table{{Name: "public.orders", Target: "${TABLE}_copy", Key: []string{"public.orders.id", "$$id", "$id"}, Shards: 1, Line: 7, Column: 5}}
+				p.Tables = []Table{{Name: "public.orders", Target: "${TABLE}_copy", Key: []string{"public.orders.id", "$$id", "$id"}, Line: 7, Column: 5}}
 			},
 		},
 		{
@@ -117,14 +117,14 @@ tables: [{name: t, key: id}]
 `,
 			want: func(p *Plan) {
 				p.Name = "pw"
-				p.Tables = []Table{{Name: "t", Target: "t", Key: []string{"id"}, Shards: 1, Line: 5, Column: 10}}
+				p.Tables = []Table{{Name: "t", Target: "t", Key: []string{"id"}, Line: 5, Column: 10}}
 			},
 		},
 		{
 			name: "null values take defaults",
 			yaml: header + "lease_ttl:\nbatch_size: ~\ntables:\n  - name: t\n    target:\n    key: [k]\n    columns:\n",
 			want: func(p *Plan) {
-				p.Tables = []Table{{Name: "t", Target: "t", Key: []string{"k"}, Shards: 1, Line: 8, Column: 5}}
+				p.Tables = []Table{{Name: "t", Target: "t", Key: []string{"k"}, Line: 8, Column: 5}}
 			},
 		},
 		{
@@ -132,8 +132,8 @@ tables: [{name: t, key: id}]
 			yaml: header + "tables:\n  - name: a\n    key: &k [tenant, id]\n  - name: b\n    key: *k\n",
 			want: func(p *Plan) {
 				p.Tables = []Table{
-					{Name: "a", Target: "a", Key: []string{"tenant", "id"}, Shards: 1, Line: 6, Column: 5},
-					{Name: "b", Target: "b", Key: []string{"tenant", "id"}, Shards: 1, Line: 8, Column: 5},
+					{Name: "a", Target: "a", Key: []string{"tenant", "id"}, Line: 6, Column: 5},
+					{Name: "b", Target: "b", Key: []string{"tenant", "id"}, Line: 8, Column: 5},
 				}
 			},
 		},
@@ -142,8 +142,8 @@ tables: [{name: t, key: id}]
 			yaml: header + "tables:\n  - {name: t, target: t1, key: [id]}\n  - {name: t, target: t2, key: [id]}\n",
 			want: func(p *Plan) {
 				p.Tables = []Table{
-					{Name: "t", Target: "t1", Key: []string{"id"}, Shards: 1, Line: 6, Column: 5},
-					{Name: "t", Target: "t2", Key: []string{"id"}, Shards: 1, Line: 7, Column: 5},
+					{Name: "t", Target: "t1", Key: []string{"id"}, Line: 6, Column: 5},
+					{Name: "t", Target: "t2", Key: []string{"id"}, Line: 7, Column: 5},
 				}
 			},
 		},
@@ -234,7 +234,7 @@ func TestParse_invalid(t *testing.T) {
 				`plan.yaml:6:13: batch_size "${BATCH}" (after expansion) is not a whole number`,
 				"plan.yaml:7:14: max_retries -1 must not be negative",
 				"plan.yaml:8:15: fence_column must be a non-empty column name without NUL bytes",
-				`plan.yaml:12:13: table "t": shards 2000 is out of range 1..1024`,
+				`plan.yaml:12:13: table "t": shards 2000 is out of range 1..1024 (or auto)`,
 			},
 		},
 		{
@@ -252,7 +252,7 @@ func TestParse_invalid(t *testing.T) {
 			want: []string{
 				"plan.yaml:5:12: lease_ttl 100ms is too short (at least 300ms)",
 				"plan.yaml:6:13: batch_size 0 is out of range 1..100000",
-				`plan.yaml:10:13: table "t": shards 0 is out of range 1..1024`,
+				`plan.yaml:10:13: table "t": shards 0 is out of range 1..1024 (or auto)`,
 			},
 		},
 		{

@@ -160,7 +160,7 @@ func validateTable(t Table, tf *fields, i int, fence string) problems {
 	check("name", t.Name != "" && !validTableName(t.Name), "name %s must be table or schema.table", tf.show("name", t.Name))
 	check("target", t.Target == "" && tf.has("target"), "%s", tf.missing("target"))
 	check("target", t.Target != "" && !validTableName(t.Target), "target %s must be table or schema.table", tf.show("target", t.Target))
-	check("shards", t.Shards < 1 || t.Shards > MaxShards, "shards %d is out of range 1..%d", t.Shards, MaxShards)
+	check("shards", t.Shards < 0 || t.Shards > MaxShards, "shards %d is out of range 1..%d (or auto)", shardsShown(t.Shards), MaxShards)
 
 	if !tf.bad["key"] {
 		if len(t.Key) == 0 && tf.has("key") && tf.where("key") != flagsPos {
@@ -235,4 +235,15 @@ func (p *Plan) Warnings() []string {
 			p.LeaseTTL, p.BatchSize, fastRow, batch, runway, fits, ttl, fits))
 	}
 	return out
+}
+
+// shardsZero is a `shards: 0` written in a plan file, which is not auto.
+const shardsZero = -1 << 31
+
+// shardsShown is a shard count as the plan wrote it.
+func shardsShown(n int) int {
+	if n == shardsZero {
+		return 0
+	}
+	return n
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -72,13 +73,15 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 			names[i] = c.Name
 		}
 		convert := typemap.Converter(r.srcD.Engine(), r.dstD.Engine(), src, dst)
+		rc, ok := r.dstD.(dialect.RawCopier)
+		passthrough := ok && convert == nil && r.srcD.Engine() == r.dstD.Engine() && rc.Passthrough(src, dst, t.Key)
 		for i := 0; i < t.Shards; i++ {
 			jobs = append(jobs, shardJob{table: t, src: src, dst: dst, read: read, spec: batch.Spec{
 				Shard:  fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i},
 				Source: t.SourceIdent(), Target: t.TargetIdent(),
 				Columns: names, Key: t.Key, FenceColumn: r.plan.FenceColumn,
 				BatchSize: r.plan.BatchSize, MaxRetries: r.plan.MaxRetries,
-				Convert: convert, Types: dst,
+				Convert: convert, Types: dst, Passthrough: passthrough,
 			}})
 		}
 	}
@@ -106,8 +109,14 @@ func (r *Runner) readSources(ctx context.Context) (*sources, error) {
 		if in.defs[i], err = r.srcD.ReadTable(ctx, r.src, t.SourceIdent()); err != nil {
 			return nil, fmt.Errorf("source table %s: %w", t.Name, err)
 		}
-		if in.bounds[i], err = schema.ShardBounds(ctx, r.src, r.srcD, t); err != nil {
+		if t.AutoShards {
+			t.Shards = plans.ShardsAuto // chosen again; setup keeps the count the target has
+		}
+		if in.bounds[i], err = schema.ShardBounds(ctx, r.src, r.srcD, t, schema.AutoLimit(r.dstD.Engine(), runtime.GOMAXPROCS(0))); err != nil {
 			return nil, err
+		}
+		if t.Shards == plans.ShardsAuto {
+			r.plan.Tables[i].Shards, r.plan.Tables[i].AutoShards = len(in.bounds[i]), true
 		}
 	}
 	return in, nil
@@ -288,12 +297,15 @@ func (r *Runner) dropForeignKeys(ctx context.Context, db schema.Conn, preps []*s
 // checkpoints) floors the new shards' watermarks above its highest token.
 func (r *Runner) writeCheckpoints(ctx context.Context, db schema.Conn, preps []*schema.Prepared, bounds [][]dialect.Range) error {
 	for i, t := range r.plan.Tables {
-		n, err := r.checkShardCount(ctx, db, t)
+		n, err := r.checkShardCount(ctx, db, i)
 		if err != nil {
 			return err
 		}
+		if n > 0 {
+			continue // set up before, by this instance or another
+		}
 		var floor fence.Token
-		if n == 0 && !preps[i].Created {
+		if !preps[i].Created {
 			if floor, err = r.tokenFloor(ctx, db, t); err != nil {
 				return err
 			}
@@ -348,21 +360,50 @@ func (r *Runner) tokenFloor(ctx context.Context, db schema.Conn, t plans.Table) 
 
 // checkShardCount refuses a plan whose shard count differs from the one its
 // existing checkpoints were made with: the stored key ranges would no longer
-// cover the table exactly (fewer shards leave rows out, more overlap). It
-// returns how many checkpoints the table has.
-func (r *Runner) checkShardCount(ctx context.Context, tx schema.Conn, t plans.Table) (int, error) {
-	cps, err := r.cursor.List(ctx, tx, r.plan.Name)
+// cover the table exactly (fewer shards leave rows out, more overlap). A
+// table with `shards: auto` takes the count its checkpoints have. It
+// returns how many checkpoints the i-th table has.
+func (r *Runner) checkShardCount(ctx context.Context, tx schema.Conn, i int) (int, error) {
+	n, err := r.checkpointCounts(ctx, tx)
 	if err != nil {
 		return 0, err
 	}
-	n := 0
-	for _, cp := range cps {
-		if cp.Shard.Table == t.Target {
-			n++
-		}
+	t := &r.plan.Tables[i]
+	switch c := n[t.Target]; {
+	case c != 0 && t.AutoShards:
+		t.Shards = c
+	case c != 0 && c != t.Shards:
+		return 0, fmt.Errorf("%w: table %s has %d checkpoints in the target but the plan says shards: %d; the key ranges are fixed at the first run (use a new plan name to re-shard)", plans.ErrInvalid, t.Name, c, t.Shards)
 	}
-	if n != 0 && n != t.Shards {
-		return 0, fmt.Errorf("%w: table %s has %d checkpoints in the target but the plan says shards: %d; the key ranges are fixed at the first run (use a new plan name to re-shard)", plans.ErrInvalid, t.Name, n, t.Shards)
+	return n[t.Target], nil
+}
+
+// checkpointCounts counts the plan's checkpoints in the target by target
+// table.
+func (r *Runner) checkpointCounts(ctx context.Context, q schema.Conn) (map[string]int, error) {
+	cps, err := r.cursor.List(ctx, q, r.plan.Name)
+	if err != nil {
+		return nil, err
+	}
+	n := map[string]int{}
+	for _, cp := range cps {
+		n[cp.Shard.Table]++
 	}
 	return n, nil
+}
+
+// resolveShards sets the shard count of every `shards: auto` table that
+// setup has split to the count of its checkpoints (status reads them
+// before any setup of its own); a table not set up yet keeps none.
+func (r *Runner) resolveShards(ctx context.Context) error {
+	n, err := r.checkpointCounts(ctx, r.dst)
+	if err != nil {
+		return err
+	}
+	for i := range r.plan.Tables {
+		if t := &r.plan.Tables[i]; (t.Shards == plans.ShardsAuto || t.AutoShards) && n[t.Target] > 0 {
+			t.Shards, t.AutoShards = n[t.Target], true
+		}
+	}
+	return nil
 }

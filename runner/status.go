@@ -17,6 +17,16 @@ import (
 // changes nothing.
 func (r *Runner) Status(ctx context.Context) (*Status, error) {
 	st := &Status{Plan: r.plan.Name, Tables: []ShardStatus{}, Leases: []LeaseStatus{}, Totals: []TableTotal{}}
+	var exists bool
+	q, args := r.dstD.TableExists([]string{dialect.CheckpointTable})
+	if err := r.dst.QueryRowContext(ctx, q, args...).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("target %s: %w", r.plan.Target, err)
+	}
+	if exists {
+		if err := r.resolveShards(ctx); err != nil {
+			return nil, err
+		}
+	}
 	holders := map[fence.Shard]string{}
 	for _, t := range r.plan.Tables {
 		for i := 0; i < t.Shards; i++ {
@@ -30,11 +40,6 @@ func (r *Runner) Status(ctx context.Context) (*Status, error) {
 				st.Leases = append(st.Leases, LeaseStatus{Table: t.Name, Target: t.Target, Shard: i, Owner: info.Owner, Token: info.Token, TTLMs: info.TTL.Milliseconds()})
 			}
 		}
-	}
-	var exists bool
-	q, args := r.dstD.TableExists([]string{dialect.CheckpointTable})
-	if err := r.dst.QueryRowContext(ctx, q, args...).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("target %s: %w", r.plan.Target, err)
 	}
 	estimates := map[string]int64{}
 	if exists {

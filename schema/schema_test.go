@@ -128,12 +128,53 @@ func TestShardBounds(t *testing.T) {
 			vals = append(vals, fmt.Sprint(1000000+i))
 		}
 		exec(t, db, "INSERT INTO skew VALUES ("+strings.Join(vals, "), (")+")")
-		b, err := schema.ShardBounds(t.Context(), db, d, plans.Table{Name: "skew", Key: []string{"id"}, Shards: 4})
+		b, err := schema.ShardBounds(t.Context(), db, d, plans.Table{Name: "skew", Key: []string{"id"}, Shards: 4}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := fmt.Sprint(b); got != "[{<nil> 25} {25 50} {50 75} {75 <nil>}]" {
 			t.Errorf("bounds %s", got)
+		}
+	})
+}
+
+// shards: auto chooses the count from the rows (a shard per
+// AutoShardRows, at most two per core), splits string keys too, and
+// leaves out the empty shards of a first key column with few values.
+func TestShardBounds_Auto(t *testing.T) {
+	defer schema.SetAutoShardRows(25)()
+	each(t, func(t *testing.T, db *sql.DB, d dialect.Dialect) {
+		exec(t, db, "CREATE TABLE few (id bigint PRIMARY KEY)")
+		exec(t, db, "INSERT INTO few VALUES (1), (2), (3)")
+		auto := func(name string, key ...string) string {
+			b, err := schema.ShardBounds(t.Context(), db, d, plans.Table{Name: name, Key: key, Shards: plans.ShardsAuto}, schema.AutoLimit(plans.MySQL, 2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprint(b)
+		}
+		if got := auto("few", "id"); got != "[{<nil> <nil>}]" {
+			t.Errorf("3 rows: %s", got)
+		}
+		exec(t, db, "CREATE TABLE words (w varchar(10) NOT NULL PRIMARY KEY)")
+		exec(t, db, "CREATE TABLE tenants (tenant int NOT NULL, id int NOT NULL, PRIMARY KEY (tenant, id))")
+		var words, rows []string
+		for i := 0; i < 100; i++ {
+			words = append(words, fmt.Sprintf("'w%03d'", i))
+			rows = append(rows, fmt.Sprintf("(%d, %d)", 1+i/70, i))
+		}
+		exec(t, db, "INSERT INTO words VALUES ("+strings.Join(words, "), (")+")")
+		exec(t, db, "INSERT INTO tenants VALUES "+strings.Join(rows, ", "))
+		// 100 rows, 25 a shard, 2 cores: 4 shards; into PostgreSQL, one.
+		if n := schema.AutoShards(100, schema.AutoLimit(plans.Postgres, 2)); n != 1 {
+			t.Errorf("auto into PostgreSQL: %d shards", n)
+		}
+		if got := auto("words", "w"); got != "[{<nil> w024} {w024 w049} {w049 w074} {w074 <nil>}]" {
+			t.Errorf("string keys: %s", got)
+		}
+		// Tenant 1 holds rows 0..69: the bounds at rows 25, 50 are both 1.
+		if got := auto("tenants", "tenant", "id"); got != "[{<nil> 1} {1 2} {2 <nil>}]" {
+			t.Errorf("a first key column of two values: %s", got)
 		}
 	})
 }

@@ -24,7 +24,7 @@ func TestRun_StaleHolderFenced(t *testing.T) {
 		// The holder waits at the first row of the batch past n/2, its fence
 		// check done: the raise comes while it copies, however fast it copies.
 		g := e.gateBig(t, fmt.Sprintf("NEW.id > %d", n/2))
-		plan := e.plan(t, planTable{name: "big", key: []string{"id"}})
+		plan := e.plan(t, planTable{name: "big", key: []string{"id"}, shards: 1})
 
 		p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "holder")
 		g.waitHeld(t, p, 1)
@@ -329,7 +329,7 @@ func redisDownFencesHolder(t *testing.T, e *env, back bool) {
 	// Far ahead of where Redis stops, a gate keeps the copy from
 	// ending before Redis is back, however fast it copies.
 	g := e.gateBig(t, fmt.Sprintf("NEW.id > %d", n*3/4))
-	plan := e.plan(t, planTable{name: "big", key: []string{"id"}})
+	plan := e.plan(t, planTable{name: "big", key: []string{"id"}, shards: 1})
 
 	p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "cut")
 	e.waitProgress(t, p, "big", n/10, n*3/4+1)

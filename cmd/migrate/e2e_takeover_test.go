@@ -102,7 +102,7 @@ func TestRun_MetricsAndStatus(t *testing.T) {
 		// The holder waits at a gate past n/10 while it is scraped, the standby
 		// starts and it is killed: mid-run, however fast it copies.
 		g := e.gateBig(t, fmt.Sprintf("NEW.id > %d", n/10))
-		plan := e.plan(t, planTable{name: "big", key: []string{"id"}})
+		plan := e.plan(t, planTable{name: "big", key: []string{"id"}, shards: 1})
 		addrA, addrB := freeAddr(t), freeAddr(t)
 
 		a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a", "--metrics-addr", addrA)

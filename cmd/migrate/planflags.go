@@ -38,7 +38,7 @@ func (pf *planFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&pf.o.Include, "include", "", "copy every source table matching these globs, comma-separated (\"public.*\", \"audit_*\")")
 	fs.StringVar(&pf.o.Exclude, "exclude", "", "leave out the tables matching these globs, comma-separated")
 	fs.StringVar(&pf.o.Columns, "columns", "", "copied columns, comma-separated (default: all)")
-	fs.IntVar(&pf.o.Shards, "shards", 0, "key ranges, each with its own lease (default 1)")
+	fs.IntVar(&pf.o.Shards, "shards", 0, "key ranges, each with its own lease (default: auto, one per 250,000 rows, at most two per core)")
 	fs.IntVar(&pf.o.BatchSize, "batch-size", 0, "rows per batch (default 1000)")
 	fs.DurationVar(&pf.o.LeaseTTL, "lease-ttl", 0, "lease TTL, e.g. 30s")
 	fs.BoolVar(&pf.verbose, "v", false, "debug logging")

@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 
 	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/plans"
 )
 
 // validateCmd is `migrate validate`: parse and check a plan; connect to
@@ -40,7 +42,11 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fmt.Fprintf(stdout, "plan %s is valid: %d table(s), source %s, target %s, redis %s, batch %d, lease ttl %s\n",
 		p.Name, len(p.Tables), p.Source, p.Target, p.Redis, p.BatchSize, p.LeaseTTL)
 	for _, t := range p.Tables {
-		fmt.Fprintf(stdout, "  %s -> %s key %v shards %d\n", t.Name, t.Target, t.Key, t.Shards)
+		shards := "auto"
+		if t.Shards != plans.ShardsAuto {
+			shards = strconv.Itoa(t.Shards)
+		}
+		fmt.Fprintf(stdout, "  %s -> %s key %v shards %s\n", t.Name, t.Target, t.Key, shards)
 	}
 	for _, w := range p.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
