@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"bufio"
+	"bytes"
+	"io"
 	"context"
 	"fmt"
 	"os"
@@ -116,6 +119,80 @@ func (b *Bench) basePGPipe(ctx context.Context, format string) error {
 		return err
 	}
 	return b.checkLoaded(ctx, PG)
+}
+
+// basePGBatches is the floor of any copy in durable batches: psql's COPY
+// pipe in text, the target side cut into transactions of batch rows (BEGIN,
+// COPY of the rows, COMMIT), with no fence, cursor or decoding — what
+// the product's 1000-row durable transactions cost the server by
+// themselves.
+func (b *Bench) basePGBatches(ctx context.Context, batch int) error {
+	if err := b.freshTable(ctx, PG); err != nil {
+		return err
+	}
+	err := b.timed("pg-pg.copy-batches", func() error {
+		from := b.svc.Psql(ctx, srcDB, "-c", "COPY orders TO STDOUT")
+		to := b.svc.Psql(ctx, dstDB, "-v", "ON_ERROR_STOP=1")
+		out, err := from.StdoutPipe()
+		if err != nil {
+			return err
+		}
+		in, err := to.StdinPipe()
+		if err != nil {
+			return err
+		}
+		var e1, e2 bytes.Buffer
+		from.Stderr, to.Stderr = &e1, &e2
+		if err := from.Start(); err != nil {
+			return err
+		}
+		if err := to.Start(); err != nil {
+			_ = from.Process.Kill()
+			_ = from.Wait()
+			return err
+		}
+		werr := batchScript(in, out, batch)
+		_ = in.Close()
+		errFrom, errTo := from.Wait(), to.Wait()
+		switch {
+		case errFrom != nil:
+			return toolError(from, errFrom, e1.String())
+		case errTo != nil:
+			return toolError(to, errTo, e2.String())
+		}
+		return werr
+	})
+	if err != nil {
+		return err
+	}
+	return b.checkLoaded(ctx, PG)
+}
+
+// batchScript writes COPY's text rows from r to w as a psql script of
+// transactions of n rows each.
+func batchScript(w io.Writer, r io.Reader, n int) error {
+	bw := bufio.NewWriterSize(w, 1<<20)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	rows := 0
+	for sc.Scan() {
+		if rows%n == 0 {
+			if rows > 0 {
+				bw.WriteString("\\.\nCOMMIT;\n")
+			}
+			bw.WriteString("BEGIN;\nCOPY orders FROM STDIN;\n")
+		}
+		bw.Write(sc.Bytes())
+		bw.WriteByte('\n')
+		rows++
+	}
+	if rows > 0 {
+		bw.WriteString("\\.\nCOMMIT;\n")
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // baseMYMY is INTO OUTFILE then LOAD DATA INFILE, timed apart and together.

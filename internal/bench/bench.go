@@ -148,6 +148,7 @@ func (b *Bench) measureRun(ctx context.Context) error {
 		steps = append(steps,
 			func() error { return b.basePGPipe(ctx, "binary") },
 			func() error { return b.basePGPipe(ctx, "text") },
+			func() error { return b.basePGBatches(ctx, 1000) },
 			func() error { return b.direction(ctx, PG, PG) })
 		pgloader(PG)
 	}

@@ -95,7 +95,7 @@ func (rp *Report) table(w *errWriter) {
 }
 
 func (rp *Report) goals(w *errWriter) {
-	w.printf("\n%-52s %9s %8s  %s\n", "goal (issue 6)", "ratio", "target", "verdict")
+	w.printf("\n%-52s %9s %8s  %s\n", "goal (issue 15)", "ratio", "target", "verdict")
 	for _, g := range Goals(rp.Config, rp.Results, rp.Tables.MYBulk) {
 		if !g.Value.Valid {
 			w.printf("%-52s %9s %8s  n/a\n", g.Label, "n/a", g.target())
