@@ -34,7 +34,7 @@ func TestRun_ConnectionResets(t *testing.T) {
 		seedBig(t, e, "big", n)
 		px, via := proxied(t, "target", e.dstURL)
 		e.dstURL = via // the holder's only; e.dstDB checks the target directly
-		plan := e.plan(t, planTable{name: "big", key: []string{"id"}})
+		plan := e.plan(t, planTable{name: "big", key: []string{"id"}, shards: 1})
 
 		p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
 		at := e.waitProgress(t, p, "big", n/20, n/2)

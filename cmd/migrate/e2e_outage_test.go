@@ -113,7 +113,7 @@ func TestRun_SourceSchemaChanged(t *testing.T) {
 		// The column is added while the holder waits at a gate past n/4:
 		// mid-run, however fast it copies.
 		g := e.gateBig(t, fmt.Sprintf("NEW.id > %d", n/4))
-		plan := e.plan(t, planTable{name: "big", key: []string{"id"}})
+		plan := e.plan(t, planTable{name: "big", key: []string{"id"}, shards: 1})
 		p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
 		g.waitHeld(t, p, 1)
 		exec1(t, e.srcDB, `ALTER TABLE big ADD COLUMN extra varchar(10) DEFAULT 'x'`)
