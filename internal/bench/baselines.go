@@ -3,9 +3,9 @@ package bench
 import (
 	"bufio"
 	"bytes"
-	"io"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
