@@ -171,6 +171,8 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease fence.Lease, from cu
 	last := from.LastKey // the cursor: the last key committed
 	pages := c.pages(lctx, spec, keyIdx, last, encode, res.Profile, &raw, lease.Token())
 	defer func() { pages.Close() }()
+	sess := fence.NewSession(c.Target, c.TargetSQL)
+	defer sess.Close()
 	var p pace
 	for {
 		pg, more, err := pages.Next(lctx)
@@ -186,7 +188,7 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease fence.Lease, from cu
 		// then it is written in pieces, each a batch with its own cursor.
 		for rest := pg; rest.len() > 0; {
 			start := time.Now()
-			w, err := c.writeRetrying(ctx, spec, lease, keyIdx, rest, encode, done, &p, &bulk, res.Profile)
+			w, err := c.writeRetrying(ctx, spec, lease, keyIdx, rest, encode, done, &p, &bulk, res.Profile, sess)
 			var de errDecode
 			if errors.As(err, &de) {
 				// The target refused a raw page: read again from the

@@ -36,7 +36,7 @@ func (e errDecode) Unwrap() error { return e.err }
 // carry (all of them, unless a batch takes more than about half the lease:
 // see runway) as one batch, retrying transient failures with backoff; each
 // attempt is one whole transaction. done is the rows done before them.
-func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease fence.Lease, keyIdx []int, pg page, encode func([][]any) []byte, done int64, p *pace, bulk *atomic.Bool, prof *Profile) (w written, err error) {
+func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease fence.Lease, keyIdx []int, pg page, encode func([][]any) []byte, done int64, p *pace, bulk *atomic.Bool, prof *Profile, sess *fence.Session) (w written, err error) {
 	err = c.retry(ctx, spec, "write", func() error {
 		n, err := c.runway(ctx, spec, lease, pg.len(), p)
 		if err != nil {
@@ -49,7 +49,7 @@ func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease fence.Lease
 			data = encode(w.rows)
 		}
 		left, start := time.Until(lease.Deadline()), time.Now()
-		w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, raw: piece.raw, bulk: data, last: w.last, done: done + int64(n), prof: prof})
+		w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, raw: piece.raw, bulk: data, last: w.last, done: done + int64(n), prof: prof, sess: sess})
 		refused := errors.Is(err, dialect.ErrConflict) || errors.Is(err, dialect.ErrNotBulk)
 		switch {
 		case piece.raw != nil && (refused || dialect.Classify(err) == dialect.Data) && lease.Context().Err() == nil:
@@ -57,7 +57,7 @@ func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease fence.Lease
 		case refused:
 			c.upsertFromHere(spec, bulk, err)
 			pg.bulk = nil
-			w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, last: w.last, done: done + int64(n), prof: prof})
+			w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, last: w.last, done: done + int64(n), prof: prof, sess: sess})
 		}
 		if dialect.Classify(err) == dialect.Data && lease.Context().Err() == nil {
 			return permanent{c.dataError(ctx, spec, lease, w.rows, err)}
@@ -86,6 +86,7 @@ type work struct {
 	done  int64
 	probe bool
 	prof  *Profile
+	sess  *fence.Session // the copy's connection; nil: one from the pool for this write
 }
 
 // write writes one batch in one transaction: fence check, rows (by bulk
@@ -100,12 +101,7 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work
 	if prof == nil {
 		prof = new(Profile)
 	}
-	conn, err := c.Target.Conn(ctx)
-	if err != nil {
-		return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
-	}
-	defer conn.Close()
-	tx, tctx, end, err := fence.BeginOn(conn, c.TargetSQL, lease)
+	conn, tx, tctx, end, err := c.begin(ctx, lease, w.sess)
 	if err != nil {
 		return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
 	}
@@ -113,6 +109,9 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work
 	defer func() {
 		if err != nil || w.probe {
 			_ = tx.Rollback()
+		}
+		if err != nil && w.sess != nil {
+			w.sess.Discard()
 		}
 	}()
 	t0 = prof.since(PhaseBegin, t0)
@@ -177,6 +176,23 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work
 	prof.since(PhaseCommit, t0)
 	prof.batches.Add(1)
 	return ins, upd, nil
+}
+
+// begin starts a batch's transaction on sess, or on a connection of the
+// pool when sess is nil; end ends it and gives back what it took.
+func (c *Copier) begin(ctx context.Context, lease fence.Lease, sess *fence.Session) (conn *sql.Conn, tx *sql.Tx, tctx context.Context, end func(), err error) {
+	if sess != nil {
+		return sess.Begin(lease)
+	}
+	if conn, err = c.Target.Conn(ctx); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	tx, tctx, done, err := fence.BeginOn(conn, c.TargetSQL, lease)
+	if err != nil {
+		_ = conn.Close()
+		return nil, nil, nil, nil, err
+	}
+	return conn, tx, tctx, func() { done(); _ = conn.Close() }, nil
 }
 
 // WriteRows upserts rows in one fenced transaction under lease, like a

@@ -151,6 +151,9 @@ type Conn interface {
 	// ended, what BoundTx changed beyond it; "" when nothing outlives the
 	// transaction.
 	UnboundTx() string
+	// ReadCommitted makes READ COMMITTED the isolation level of the
+	// session's transactions from here on.
+	ReadCommitted() string
 }
 
 // Catalog reads what the server knows of a table (its columns, unique
@@ -253,9 +256,9 @@ type Verify interface {
 	// verification chunk. The logical values are lo's parts.
 	ChunkEnd(table []string, key []string, lo bool, n int) Query
 	// Checksum yields (rows, hash) of the rows with lo < key <= hi, bounds
-	// as in ScanOrdered: their count, and the MD5 of a text form of their
-	// cols in key order that tells every value apart ('' for no row, NULL
-	// when it could not be computed). Equal hashes need equal column types
+	// as in ScanOrdered: their count, and a hash of a text form of their
+	// cols that tells every value apart (MD5 in key order, or per-row hashes
+	// aggregated; '' for no row, NULL when it could not be computed). Equal hashes need equal column types
 	// on both sides, so it serves one engine only.
 	Checksum(table []string, cols []Column, key []string, lo, hi bool) Query
 	// OrderedByValue reports whether a key column of type c orders alike

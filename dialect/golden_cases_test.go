@@ -94,6 +94,7 @@ var connCases = []goldenCase{
 	{"BoundTx", "2.5s", func(d Dialect, _ fixture) string { return withArgs(d.BoundTx(2500 * time.Millisecond)) }},
 	{"BoundTx", "under a second", func(d Dialect, _ fixture) string { return withArgs(d.BoundTx(300 * time.Microsecond)) }},
 	{"UnboundTx", "", func(d Dialect, _ fixture) string { return stmt(d.UnboundTx()) }},
+	{"ReadCommitted", "", func(d Dialect, _ fixture) string { return d.ReadCommitted() }},
 }
 
 var catalogCases = []goldenCase{

@@ -237,6 +237,9 @@ func (MySQL) BoundTx(remaining time.Duration) (string, []any) {
 	return b.String(), args
 }
 
+// ReadCommitted implements Dialect.
+func (MySQL) ReadCommitted() string { return "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED" }
+
 // boundVars are the session variables BoundTx sets and UnboundTx restores.
 var boundVars = []string{"wait_timeout", "innodb_lock_wait_timeout", "net_read_timeout", "net_write_timeout"}
 

@@ -68,5 +68,10 @@ func (Postgres) BoundTx(remaining time.Duration) (string, []any) {
   set_config('idle_in_transaction_session_timeout', $1, true)`, []any{ms(remaining)}
 }
 
+// ReadCommitted implements Dialect.
+func (Postgres) ReadCommitted() string {
+	return "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"
+}
+
 // UnboundTx implements Dialect: BoundTx's settings end with the transaction.
 func (Postgres) UnboundTx() string { return "" }

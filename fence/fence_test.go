@@ -205,3 +205,57 @@ func testFrozenHolder(t *testing.T, db *sql.DB, f *fence.Fence, _ dialect.Dialec
 	}
 	t.Logf("claim waited %v for a frozen holder (idle-in-transaction timeout %v)", waited, dialect.SessionFor(ttl).IdleInTransaction)
 }
+
+// A Session begins every transaction READ COMMITTED on one connection,
+// which it keeps across commits and closes, out of the pool, when
+// discarded or closed; the next Begin connects again.
+func TestSession(t *testing.T) {
+	forEachTarget(t, 30*time.Second, testSession)
+}
+
+func testSession(t *testing.T, db *sql.DB, _ *fence.Fence, d dialect.Dialect) {
+	db.SetMaxIdleConns(10)
+	l := newLease(t, 1, "a")
+	level := `SELECT current_setting('transaction_isolation'), pg_backend_pid()`
+	if d.Engine() == plans.MySQL {
+		level = `SELECT REPLACE(LOWER(@@tx_isolation), '-', ' '), CONNECTION_ID()`
+	}
+	s := fence.NewSession(db, d)
+	begin := func() (string, int64) {
+		t.Helper()
+		_, tx, tctx, end, err := s.Begin(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer end()
+		var iso string
+		var id int64
+		if err := tx.QueryRowContext(tctx, level).Scan(&iso, &id); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		return iso, id
+	}
+	iso, first := begin()
+	if iso != "read committed" {
+		t.Errorf("isolation %q, want read committed", iso)
+	}
+	if _, again := begin(); again != first {
+		t.Errorf("second transaction on connection %d, want %d", again, first)
+	}
+	open := db.Stats().OpenConnections
+	s.Discard()
+	if n := db.Stats().OpenConnections; n != open-1 {
+		t.Errorf("open connections %d after Discard, want %d", n, open-1)
+	}
+	if _, next := begin(); next == first {
+		t.Errorf("after Discard, the same connection %d", next)
+	}
+	open = db.Stats().OpenConnections
+	s.Close()
+	if n := db.Stats().OpenConnections; n != open-1 {
+		t.Errorf("open connections %d after Close, want %d", n, open-1)
+	}
+}

@@ -21,10 +21,12 @@ type Lease interface {
 // Bounder bounds a transaction on the server (a target dialect): BoundTx
 // sets timeouts so that no statement, lock wait or idle pause outlasts the
 // time left; UnboundTx restores what the bound changed beyond the
-// transaction ("" when nothing).
+// transaction ("" when nothing); ReadCommitted makes READ COMMITTED the
+// session's isolation level (Session).
 type Bounder interface {
 	BoundTx(remaining time.Duration) (string, []any)
 	UnboundTx() string
+	ReadCommitted() string
 }
 
 // Begin starts a READ COMMITTED transaction bounded by the lease (so every
@@ -70,6 +72,76 @@ func BeginOn(conn *sql.Conn, b Bounder, lease Lease) (tx *sql.Tx, tctx context.C
 		return nil, nil, nil, err
 	}
 	return tx, tctx, end, nil
+}
+
+// Session is a connection a writer keeps for its transactions one after
+// the other (a shard's copy), so that each begins in as few round trips as
+// the server allows: READ COMMITTED is the session's level, set once, and
+// what BoundTx changes beyond a transaction is never restored — the
+// connection is closed instead of going back to the pool, when the writer
+// is done (Close) or a transaction on it failed (Discard). It is not safe
+// for concurrent use.
+type Session struct {
+	db   *sql.DB
+	b    Bounder
+	conn *sql.Conn
+}
+
+// NewSession returns a Session on db; it connects at its first Begin.
+func NewSession(db *sql.DB, b Bounder) *Session { return &Session{db: db, b: b} }
+
+// Begin is BeginOn on the session's connection (connecting first when it
+// has none): the transaction, its context, and end, which ends the context
+// and rolls back what was not committed; the connection stays open.
+func (s *Session) Begin(lease Lease) (conn *sql.Conn, tx *sql.Tx, tctx context.Context, end func(), err error) {
+	if s.conn == nil {
+		c, err := s.db.Conn(lease.Context())
+		if err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if _, err := c.ExecContext(lease.Context(), s.b.ReadCommitted()); err != nil {
+			discard(c)
+			return nil, nil, nil, nil, err
+		}
+		s.conn = c
+	}
+	deadline := lease.Deadline()
+	tctx, cancel := context.WithDeadline(lease.Context(), deadline)
+	tx, err = s.conn.BeginTx(tctx, nil) // READ COMMITTED: the session's
+	if err != nil {
+		cancel()
+		s.Discard()
+		return nil, nil, nil, nil, err
+	}
+	end = func() {
+		cancel()
+		_ = tx.Rollback() // sql.ErrTxDone after a commit or rollback: nothing done
+	}
+	q, args := s.b.BoundTx(time.Until(deadline))
+	if _, err := tx.ExecContext(tctx, q, args...); err != nil {
+		end()
+		s.Discard()
+		return nil, nil, nil, nil, err
+	}
+	return s.conn, tx, tctx, end, nil
+}
+
+// Discard closes the session's connection (after a failed transaction: in
+// a state that is not worth finding out); the next Begin connects again.
+func (s *Session) Discard() {
+	if s.conn != nil {
+		discard(s.conn)
+		s.conn = nil
+	}
+}
+
+// Close is Discard: the writer is done with the session.
+func (s *Session) Close() { s.Discard() }
+
+// discard closes conn for good, out of the pool.
+func discard(conn *sql.Conn) {
+	_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+	_ = conn.Close()
 }
 
 // unbind restores on conn what the bound changed beyond its transaction
