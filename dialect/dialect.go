@@ -154,6 +154,9 @@ type Conn interface {
 	// ReadCommitted makes READ COMMITTED the isolation level of the
 	// session's transactions from here on.
 	ReadCommitted() string
+	// BoundSession is BoundTx for every transaction of the session from
+	// here on (a connection that is closed after them, fence.Session).
+	BoundSession(remaining time.Duration) (string, []any)
 }
 
 // Catalog reads what the server knows of a table (its columns, unique

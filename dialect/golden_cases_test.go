@@ -95,6 +95,7 @@ var connCases = []goldenCase{
 	{"BoundTx", "under a second", func(d Dialect, _ fixture) string { return withArgs(d.BoundTx(300 * time.Microsecond)) }},
 	{"UnboundTx", "", func(d Dialect, _ fixture) string { return stmt(d.UnboundTx()) }},
 	{"ReadCommitted", "", func(d Dialect, _ fixture) string { return d.ReadCommitted() }},
+	{"BoundSession", "", func(d Dialect, _ fixture) string { return withArgs(d.BoundSession(90 * time.Second)) }},
 }
 
 var catalogCases = []goldenCase{

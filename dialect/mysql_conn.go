@@ -237,6 +237,10 @@ func (MySQL) BoundTx(remaining time.Duration) (string, []any) {
 	return b.String(), args
 }
 
+// BoundSession implements Dialect: BoundTx, whose settings are the
+// session's already.
+func (m MySQL) BoundSession(remaining time.Duration) (string, []any) { return m.BoundTx(remaining) }
+
 // ReadCommitted implements Dialect.
 func (MySQL) ReadCommitted() string { return "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED" }
 

@@ -68,6 +68,12 @@ func (Postgres) BoundTx(remaining time.Duration) (string, []any) {
   set_config('idle_in_transaction_session_timeout', $1, true)`, []any{ms(remaining)}
 }
 
+// BoundSession implements Dialect: BoundTx's settings, for the session.
+func (Postgres) BoundSession(remaining time.Duration) (string, []any) {
+	return `SELECT set_config('statement_timeout', $1, false), set_config('lock_timeout', $1, false),
+  set_config('idle_in_transaction_session_timeout', $1, false)`, []any{ms(remaining)}
+}
+
 // ReadCommitted implements Dialect.
 func (Postgres) ReadCommitted() string {
 	return "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED"

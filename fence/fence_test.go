@@ -216,9 +216,10 @@ func TestSession(t *testing.T) {
 func testSession(t *testing.T, db *sql.DB, _ *fence.Fence, d dialect.Dialect) {
 	db.SetMaxIdleConns(10)
 	l := newLease(t, 1, "a")
-	level := `SELECT current_setting('transaction_isolation'), pg_backend_pid()`
+	// The lease has an hour left: the session's bound is half of it.
+	level := `SELECT current_setting('transaction_isolation'), pg_backend_pid(), current_setting('lock_timeout')::interval BETWEEN '29 min' AND '30 min'`
 	if d.Engine() == plans.MySQL {
-		level = `SELECT REPLACE(LOWER(@@tx_isolation), '-', ' '), CONNECTION_ID()`
+		level = `SELECT REPLACE(LOWER(@@tx_isolation), '-', ' '), CONNECTION_ID(), @@SESSION.innodb_lock_wait_timeout BETWEEN 1790 AND 1800`
 	}
 	s := fence.NewSession(db, d)
 	begin := func() (string, int64) {
@@ -230,8 +231,12 @@ func testSession(t *testing.T, db *sql.DB, _ *fence.Fence, d dialect.Dialect) {
 		defer end()
 		var iso string
 		var id int64
-		if err := tx.QueryRowContext(tctx, level).Scan(&iso, &id); err != nil {
+		var bounded bool
+		if err := tx.QueryRowContext(tctx, level).Scan(&iso, &id, &bounded); err != nil {
 			t.Fatal(err)
+		}
+		if !bounded {
+			t.Error("the session is not bounded to half the lease's time left")
 		}
 		if err := tx.Commit(); err != nil {
 			t.Fatal(err)

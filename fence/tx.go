@@ -22,11 +22,13 @@ type Lease interface {
 // sets timeouts so that no statement, lock wait or idle pause outlasts the
 // time left; UnboundTx restores what the bound changed beyond the
 // transaction ("" when nothing); ReadCommitted makes READ COMMITTED the
-// session's isolation level (Session).
+// session's isolation level and BoundSession bounds every transaction of
+// the session (Session).
 type Bounder interface {
 	BoundTx(remaining time.Duration) (string, []any)
 	UnboundTx() string
 	ReadCommitted() string
+	BoundSession(remaining time.Duration) (string, []any)
 }
 
 // Begin starts a READ COMMITTED transaction bounded by the lease (so every
@@ -75,55 +77,60 @@ func BeginOn(conn *sql.Conn, b Bounder, lease Lease) (tx *sql.Tx, tctx context.C
 }
 
 // Session is a connection a writer keeps for its transactions one after
-// the other (a shard's copy), so that each begins in as few round trips as
-// the server allows: READ COMMITTED is the session's level, set once, and
-// what BoundTx changes beyond a transaction is never restored — the
-// connection is closed instead of going back to the pool, when the writer
-// is done (Close) or a transaction on it failed (Discard). It is not safe
-// for concurrent use.
+// the other (a shard's copy), so that each begins in one round trip: READ
+// COMMITTED is the session's level, set once, and the bound is the
+// session's too (BoundSession), set to half the time left and set again
+// only once less than that is left — with renewals, about once a copy. What
+// the session's settings change is never restored: the connection is
+// closed instead of going back to the pool, when the writer is done
+// (Close) or a transaction on it failed (Discard). It is not safe for
+// concurrent use.
 type Session struct {
-	db   *sql.DB
-	b    Bounder
-	conn *sql.Conn
+	db    *sql.DB
+	b     Bounder
+	conn  *sql.Conn
+	bound time.Duration // the session's bound; 0: none yet
 }
 
 // NewSession returns a Session on db; it connects at its first Begin.
 func NewSession(db *sql.DB, b Bounder) *Session { return &Session{db: db, b: b} }
 
-// Begin is BeginOn on the session's connection (connecting first when it
-// has none): the transaction, its context, and end, which ends the context
-// and rolls back what was not committed; the connection stays open.
+// Begin starts a transaction on the session's connection (connecting first
+// when it has none), bounded as BeginOn bounds one: its context ends at the
+// lease's local deadline, and no statement, lock wait or idle pause on the
+// server outlasts the time left. end ends the context and rolls back what
+// was not committed; the connection stays open.
 func (s *Session) Begin(lease Lease) (conn *sql.Conn, tx *sql.Tx, tctx context.Context, end func(), err error) {
-	if s.conn == nil {
-		c, err := s.db.Conn(lease.Context())
-		if err != nil {
-			return nil, nil, nil, nil, err
-		}
-		if _, err := c.ExecContext(lease.Context(), s.b.ReadCommitted()); err != nil {
-			discard(c)
-			return nil, nil, nil, nil, err
-		}
-		s.conn = c
-	}
 	deadline := lease.Deadline()
 	tctx, cancel := context.WithDeadline(lease.Context(), deadline)
-	tx, err = s.conn.BeginTx(tctx, nil) // READ COMMITTED: the session's
-	if err != nil {
-		cancel()
-		s.Discard()
+	defer func() {
+		if err != nil {
+			cancel()
+			s.Discard()
+		}
+	}()
+	if s.conn == nil {
+		if s.conn, err = s.db.Conn(tctx); err != nil {
+			return nil, nil, nil, nil, err
+		}
+		if _, err = s.conn.ExecContext(tctx, s.b.ReadCommitted()); err != nil {
+			return nil, nil, nil, nil, err
+		}
+	}
+	if left := time.Until(deadline); s.bound == 0 || left < s.bound {
+		q, args := s.b.BoundSession(left / 2)
+		if _, err = s.conn.ExecContext(tctx, q, args...); err != nil {
+			return nil, nil, nil, nil, err
+		}
+		s.bound = left / 2
+	}
+	if tx, err = s.conn.BeginTx(tctx, nil); err != nil { // READ COMMITTED: the session's
 		return nil, nil, nil, nil, err
 	}
-	end = func() {
+	return s.conn, tx, tctx, func() {
 		cancel()
 		_ = tx.Rollback() // sql.ErrTxDone after a commit or rollback: nothing done
-	}
-	q, args := s.b.BoundTx(time.Until(deadline))
-	if _, err := tx.ExecContext(tctx, q, args...); err != nil {
-		end()
-		s.Discard()
-		return nil, nil, nil, nil, err
-	}
-	return s.conn, tx, tctx, end, nil
+	}, nil
 }
 
 // Discard closes the session's connection (after a failed transaction: in
@@ -131,7 +138,7 @@ func (s *Session) Begin(lease Lease) (conn *sql.Conn, tx *sql.Tx, tctx context.C
 func (s *Session) Discard() {
 	if s.conn != nil {
 		discard(s.conn)
-		s.conn = nil
+		s.conn, s.bound = nil, 0
 	}
 }
 
