@@ -92,8 +92,8 @@ type work struct {
 // write writes one batch in one transaction: fence check, rows (by bulk
 // load of their encoding, or by the fenced upsert), cursor advance.
 func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work) (ins, upd int64, err error) {
-	rows, bulk, last, t := w.rows, w.bulk, w.last, fence.Token(lease.Token())
-	count := int64(len(rows))
+	last, t := w.last, fence.Token(lease.Token())
+	count := int64(len(w.rows))
 	if w.raw != nil {
 		count = int64(w.raw.Len())
 	}
@@ -122,33 +122,8 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work
 		return 0, 0, err
 	}
 	t0 = prof.since(PhaseFence, t0)
-	switch {
-	case w.raw != nil:
-		if err := c.TargetSQL.(dialect.RawCopier).LoadRaw(tctx, conn, spec.Target, spec.Types, spec.FenceColumn, *w.raw); err != nil {
-			return 0, 0, fmt.Errorf("insert batch of %s up to %v: %w", spec.Shard, last, err)
-		}
-		ins = count
-	case bulk != nil:
-		err := c.TargetSQL.(dialect.BulkInserter).Load(tctx, conn, spec.Target, spec.Types, spec.FenceColumn, bulk, len(rows))
-		if err != nil {
-			return 0, 0, fmt.Errorf("insert batch of %s up to %v: %w", spec.Shard, last, err)
-		}
-		ins = count
-	}
-	keyIdx, err := keyset.KeyIndexes(spec.Columns, spec.Key)
-	if err != nil {
-		return 0, 0, permanent{fmt.Errorf("batch: %w", err)}
-	}
-	for _, chunk := range chunks(rows, (c.TargetSQL.MaxParams()-1)/(len(spec.Columns)+1)) {
-		if bulk != nil || w.raw != nil {
-			break
-		}
-		i, u, err := c.upsert(tctx, tx, spec, keyIdx, t, chunk)
-		if err != nil {
-			return 0, 0, fmt.Errorf("upsert batch of %s up to %v: %w", spec.Shard, last, err)
-		}
-		ins += i
-		upd += u
+	if ins, upd, err = c.load(tctx, conn, tx, spec, w, t); err != nil {
+		return 0, 0, err
 	}
 	if skipped := count - ins - upd; skipped > 0 {
 		// The fence check passed, yet rows carry a newer token: something
@@ -175,6 +150,37 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work
 	}
 	prof.since(PhaseCommit, t0)
 	prof.batches.Add(1)
+	return ins, upd, nil
+}
+
+// load writes w's rows in the transaction tx open on conn: by passthrough,
+// by bulk load, or by the fenced upsert, and counts those inserted and
+// updated.
+func (c *Copier) load(ctx context.Context, conn *sql.Conn, tx *sql.Tx, spec Spec, w work, t fence.Token) (ins, upd int64, err error) {
+	switch {
+	case w.raw != nil:
+		if err := c.TargetSQL.(dialect.RawCopier).LoadRaw(ctx, conn, spec.Target, spec.Types, spec.FenceColumn, *w.raw); err != nil {
+			return 0, 0, fmt.Errorf("insert batch of %s up to %v: %w", spec.Shard, w.last, err)
+		}
+		return int64(w.raw.Len()), 0, nil
+	case w.bulk != nil:
+		if err := c.TargetSQL.(dialect.BulkInserter).Load(ctx, conn, spec.Target, spec.Types, spec.FenceColumn, w.bulk, len(w.rows)); err != nil {
+			return 0, 0, fmt.Errorf("insert batch of %s up to %v: %w", spec.Shard, w.last, err)
+		}
+		return int64(len(w.rows)), 0, nil
+	}
+	keyIdx, err := keyset.KeyIndexes(spec.Columns, spec.Key)
+	if err != nil {
+		return 0, 0, permanent{fmt.Errorf("batch: %w", err)}
+	}
+	for _, chunk := range chunks(w.rows, (c.TargetSQL.MaxParams()-1)/(len(spec.Columns)+1)) {
+		i, u, err := c.upsert(ctx, tx, spec, keyIdx, t, chunk)
+		if err != nil {
+			return 0, 0, fmt.Errorf("upsert batch of %s up to %v: %w", spec.Shard, w.last, err)
+		}
+		ins += i
+		upd += u
+	}
 	return ins, upd, nil
 }
 

@@ -27,19 +27,9 @@ func (r *Runner) Status(ctx context.Context) (*Status, error) {
 			return nil, err
 		}
 	}
-	holders := map[fence.Shard]string{}
-	for _, t := range r.plan.Tables {
-		for i := 0; i < t.Shards; i++ {
-			s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i}
-			info, err := r.locker.Inspect(ctx, leaseBase(s))
-			if err != nil {
-				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
-			}
-			if info.Held {
-				holders[s] = info.Owner
-				st.Leases = append(st.Leases, LeaseStatus{Table: t.Name, Target: t.Target, Shard: i, Owner: info.Owner, Token: info.Token, TTLMs: info.TTL.Milliseconds()})
-			}
-		}
+	holders, err := r.leases(ctx, st)
+	if err != nil {
+		return nil, err
 	}
 	estimates := map[string]int64{}
 	if exists {
@@ -155,6 +145,25 @@ func lastKeyJSON(text string) json.RawMessage {
 		return parts[0]
 	}
 	return json.RawMessage(text)
+}
+
+// leases lists the shards' live leases in st and returns their holders.
+func (r *Runner) leases(ctx context.Context, st *Status) (map[fence.Shard]string, error) {
+	holders := map[fence.Shard]string{}
+	for _, t := range r.plan.Tables {
+		for i := 0; i < t.Shards; i++ {
+			s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i}
+			info, err := r.locker.Inspect(ctx, leaseBase(s))
+			if err != nil {
+				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
+			}
+			if info.Held {
+				holders[s] = info.Owner
+				st.Leases = append(st.Leases, LeaseStatus{Table: t.Name, Target: t.Target, Shard: i, Owner: info.Owner, Token: info.Token, TTLMs: info.TTL.Milliseconds()})
+			}
+		}
+	}
+	return holders, nil
 }
 
 // Resume sets halted shards back to pending (SPEC §6): of one table of the
