@@ -68,10 +68,12 @@ var mysqlAsText = map[string]bool{"tinyint": true, "smallint": true, "mediumint"
 	"decimal": true, "double": true, "real": true, "date": true, "datetime": true, "time": true, "year": true}
 
 // Checksum implements Dialect: a hash of each row's text, aggregated in no
-// particular order — the sum of the rows' CRC32s and the XOR of the first
-// 64 bits of their MD5s, so no row's change goes unseen but by a 2^-64
-// chance, with neither a sort nor one long string (GROUP_CONCAT and one
-// MD5 of it cost twice CHECKSUM TABLE; this costs about as much). A row's
+// particular order — the sum of the rows' CRC32s and the XOR of the CRC32s
+// of their text with a '~' after it (pt-table-checksum's is the XOR of
+// CRC32s alone; CHECKSUM TABLE's their sum) — with neither a sort nor one
+// long string. Measured on 1M rows: 2.0-2.5 s, against 3.5-3.9 s with the
+// XOR of each row's MD5 instead and 7.6 s for one MD5 of a GROUP_CONCAT of
+// each range; CHECKSUM TABLE 1.0 s. A row's
 // text is its values joined by '#', NULL as 'N'; strings, bytes, JSON,
 // enums and bits by the hex of their bytes (no character set or collation
 // in the way, and never '#' or 'N'); TIMESTAMP as UNIX_TIMESTAMP, which the
@@ -95,7 +97,7 @@ func (m MySQL) Checksum(table []string, cols []Column, key []string, lo, hi bool
 	row := "CONCAT_WS('#', " + strings.Join(vals, ", ") + ")" // ASCII only
 	var q Query
 	q.SQL = "SELECT n, CASE WHEN n = 0 THEN '' ELSE CONCAT(s, ':', x) END FROM (" +
-		"SELECT COUNT(*) AS n, SUM(CRC32(r)) AS s, BIT_XOR(CAST(CONV(LEFT(MD5(r), 16), 16, 10) AS UNSIGNED)) AS x FROM (SELECT " + row + " AS r FROM " +
+		"SELECT COUNT(*) AS n, SUM(CRC32(r)) AS s, BIT_XOR(CRC32(CONCAT(r, '~'))) AS x FROM (SELECT " + row + " AS r FROM " +
 		m.Quote(table...) + m.keyRange(&q, key, lo, hi) + ") t) a"
 	return q
 }
