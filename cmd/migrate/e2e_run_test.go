@@ -457,3 +457,41 @@ func TestRun_ExitCodes(t *testing.T) {
 		}
 	})
 }
+
+// shards: auto (a plan that says nothing) splits a table of more than
+// 250,000 rows into MySQL at the first run, and every later run keeps that
+// count, read back from the target, whatever the table's size by then.
+func TestRun_AutoShards(t *testing.T) {
+	t.Parallel()
+	inDirections(t, []direction{pgToMy}, func(t *testing.T, e *env) {
+		const n = 260000 // two shards of AutoShardRows (250,000)
+		seedBig(t, e, "big", n)
+		plan := e.plan(t, planTable{name: "big", key: []string{"id"}})
+		r := runMigrate(t, "run", "-p", plan, "--json")
+		wantCode(t, r, 0)
+		var rep runReport
+		decodeJSON(t, r, &rep)
+		if len(rep.Shards) != 2 || rep.RowsWritten != n {
+			t.Fatalf("first run: shards %+v, rows_written %d; want 2 shards, %d rows", rep.Shards, rep.RowsWritten, n)
+		}
+		assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+
+		// Now small enough for one shard (240,000 rows): the plan still has two.
+		exec1(t, e.srcDB, "DELETE FROM big WHERE id > "+e.src.ph(1), 240000)
+		r = runMigrate(t, "run", "-p", plan, "--json")
+		wantCode(t, r, 0)
+		rep = runReport{}
+		decodeJSON(t, r, &rep)
+		if len(rep.Shards) != 2 || rep.RowsWritten != 0 {
+			t.Errorf("second run: shards %+v, rows_written %d; want the 2 shards done, nothing written", rep.Shards, rep.RowsWritten)
+		}
+		if got := queryInt(t, e.dstDB, "SELECT count(*) FROM _migrate_checkpoint WHERE plan = "+e.dst.ph(1), e.name); got != 2 {
+			t.Errorf("%d checkpoints, want 2", got)
+		}
+		st := runMigrate(t, "status", "-p", plan, "--json")
+		wantCode(t, st, 0)
+		if !strings.Contains(st.stdout, `"shards": 2`) && !strings.Contains(st.stdout, `"shards":2`) {
+			t.Errorf("status does not count 2 shards: %s", st.stdout)
+		}
+	})
+}
