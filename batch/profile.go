@@ -33,11 +33,21 @@ type Profile struct {
 	batches atomic.Int64
 }
 
-// since adds the time since t0 to phase p and returns now.
+// since adds the time since t0 to phase p and returns now (a nil Profile
+// only returns now).
 func (pr *Profile) since(p Phase, t0 time.Time) time.Time {
 	now := time.Now()
-	pr.ns[p].Add(int64(now.Sub(t0)))
+	if pr != nil {
+		pr.ns[p].Add(int64(now.Sub(t0)))
+	}
 	return now
+}
+
+// batch counts a committed batch.
+func (pr *Profile) batch() {
+	if pr != nil {
+		pr.batches.Add(1)
+	}
 }
 
 // PerBatch is the mean time of each phase per committed batch, in

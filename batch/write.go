@@ -98,9 +98,6 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work
 		count = int64(w.raw.Len())
 	}
 	prof, t0 := w.prof, time.Now()
-	if prof == nil {
-		prof = new(Profile)
-	}
 	conn, tx, tctx, end, err := c.begin(ctx, lease, w.sess)
 	if err != nil {
 		return 0, 0, fmt.Errorf("begin batch of %s: %w", spec.Shard, err)
@@ -149,7 +146,7 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work
 		return 0, 0, fmt.Errorf("commit batch of %s up to %v: %w", spec.Shard, last, err)
 	}
 	prof.since(PhaseCommit, t0)
-	prof.batches.Add(1)
+	prof.batch()
 	return ins, upd, nil
 }
 

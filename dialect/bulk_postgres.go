@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -26,13 +27,18 @@ func (Postgres) Encode(buf *bytes.Buffer, cols []Column, token int64, rows [][]a
 // Load implements BulkInserter by COPY … FROM STDIN; a unique violation
 // is ErrConflict.
 func (p Postgres) Load(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, data []byte, n int) error {
-	stmt := p.copyStatement(table, cols, fence)
+	return copyIn(ctx, conn, p.copyStatement(table, cols, fence), bytes.NewReader(data))
+}
+
+// copyIn runs stmt, a COPY … FROM STDIN, on conn with in as its data; a
+// unique violation is ErrConflict.
+func copyIn(ctx context.Context, conn *sql.Conn, stmt string, in io.Reader) error {
 	err := conn.Raw(func(dc any) error {
 		c, ok := dc.(*stdlib.Conn)
 		if !ok {
 			return fmt.Errorf("%w: COPY needs a pgx connection, not %T", ErrNotBulk, dc)
 		}
-		_, err := c.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(data), stmt)
+		_, err := c.Conn().PgConn().CopyFrom(ctx, in, stmt)
 		return err
 	})
 	var pe *pgconn.PgError

@@ -10,7 +10,6 @@ import (
 	"io"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/stdlib"
 )
@@ -133,19 +132,6 @@ func rawKey(oid uint32, v []byte) (any, error) {
 // LoadRaw implements RawCopier by COPY … FROM STDIN (FORMAT binary); a
 // unique violation is ErrConflict.
 func (p Postgres) LoadRaw(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, page RawPage) error {
-	stmt := p.copyStatement(table, cols, fence) + " (FORMAT binary)"
-	err := conn.Raw(func(dc any) error {
-		c, ok := dc.(*stdlib.Conn)
-		if !ok {
-			return fmt.Errorf("%w: COPY needs a pgx connection, not %T", ErrNotBulk, dc)
-		}
-		in := io.MultiReader(bytes.NewReader(pgCopyHeader), bytes.NewReader(page.Data), bytes.NewReader(pgCopyTrailer))
-		_, err := c.Conn().PgConn().CopyFrom(ctx, in, stmt)
-		return err
-	})
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
-		return fmt.Errorf("%w: %s", ErrConflict, pe.Message)
-	}
-	return err
+	in := io.MultiReader(bytes.NewReader(pgCopyHeader), bytes.NewReader(page.Data), bytes.NewReader(pgCopyTrailer))
+	return copyIn(ctx, conn, p.copyStatement(table, cols, fence)+" (FORMAT binary)", in)
 }
