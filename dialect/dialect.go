@@ -74,6 +74,11 @@ type Session struct {
 	// a source: the driver's time.Time would shift dates with a zero month
 	// or day into real dates.
 	RawTimes bool
+	// Durable makes every commit durable before it is acknowledged,
+	// whatever the server's default: PostgreSQL's synchronous_commit on,
+	// for the leases of lock/dblock (MySQL's innodb_flush_log_at_trx_commit
+	// is the server's alone).
+	Durable bool
 }
 
 // SessionFor derives session-wide F3 timeouts from a lease TTL, a backstop
@@ -132,6 +137,8 @@ type Dialect interface {
 	Drill
 	Definitions
 	PostLoad
+	Records
+	Lease
 }
 
 // Conn is how an engine is connected to, how its identifiers are quoted,
@@ -324,7 +331,7 @@ type Drill interface {
 	// below a given one in the fence column. The logical values are the
 	// key's parts, then lo, then hi, then the token.
 	DrillCount(table, key []string, fence string, after bool, r Range) Query
-	// DrillForget deletes a plan's checkpoint and watermark rows (a
+	// DrillForget deletes a plan's checkpoint, watermark, post-load, takeover and progress rows (a
 	// drill's --reset); each statement takes the plan as its one arg.
 	DrillForget() []string
 }

@@ -109,6 +109,18 @@ func LockTimeout(err error) bool {
 	return errors.As(err, &me) && me.Number == 1205
 }
 
+// MissingTable reports whether err says a table does not exist
+// (PostgreSQL 42P01, MySQL 1146): a helper table a newer version added
+// and an older one's target does not have yet.
+func MissingTable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "42P01"
+	}
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == 1146
+}
+
 var (
 	mysqlColumn = regexp.MustCompile(`(?i)\bcolumn '((?:[^']|'')+)'`)
 	pgCopyWhere = regexp.MustCompile(`\bcolumn ((?:"(?:[^"]|"")+")|[^\s:]+)`)

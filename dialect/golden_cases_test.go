@@ -256,6 +256,22 @@ var drillCases = []goldenCase{
 		return b.String()
 	}},
 	{"DrillForget", "", func(d Dialect, _ fixture) string { return stmts(d.DrillForget()) }},
+	{"TakeoverAdd", "", func(d Dialect, _ fixture) string { return d.TakeoverAdd() }},
+	{"TakeoverNote", "", func(d Dialect, _ fixture) string { return d.TakeoverNote() }},
+	{"TakeoverPrune", "", func(d Dialect, _ fixture) string { return d.TakeoverPrune() }},
+	{"TakeoverCount", "", func(d Dialect, _ fixture) string { return d.TakeoverCount() }},
+	{"TakeoverLast", "", func(d Dialect, _ fixture) string { return d.TakeoverLast() }},
+	{"ProgressPut", "", func(d Dialect, _ fixture) string { return d.ProgressPut() }},
+	{"ProgressGet", "", func(d Dialect, _ fixture) string { return d.ProgressGet() }},
+	{"LeaseTable", "", func(d Dialect, _ fixture) string { return d.LeaseTable() }},
+	{"LeaseInit", "", func(d Dialect, _ fixture) string { return d.LeaseInit() }},
+	{"LeaseAcquire", "", func(d Dialect, _ fixture) string { return d.LeaseAcquire() }},
+	{"LeaseRenew", "", func(d Dialect, _ fixture) string { return d.LeaseRenew() }},
+	{"LeaseRelease", "", func(d Dialect, _ fixture) string { return d.LeaseRelease() }},
+	{"LeaseRead", "", func(d Dialect, _ fixture) string { return d.LeaseRead(false) }},
+	{"LeaseRead", "locking", func(d Dialect, _ fixture) string { return d.LeaseRead(true) }},
+	{"LeaseRaise", "", func(d Dialect, _ fixture) string { return d.LeaseRaise() }},
+	{"LeaseForget", "", func(d Dialect, _ fixture) string { return d.LeaseForget() }},
 }
 
 // bulkCases pin the statement of BulkInserter.Load (COPY, LOAD DATA).

@@ -15,5 +15,7 @@ func (m MySQL) DrillForget() []string {
 		"DELETE FROM " + m.Quote(CheckpointTable) + " WHERE plan = ?",
 		"DELETE FROM " + m.Quote(FenceTable) + " WHERE plan = ?",
 		"DELETE FROM " + m.Quote(PostLoadTable) + " WHERE plan = ?",
+		"DELETE FROM " + m.Quote(TakeoverTable) + " WHERE plan = ?",
+		"DELETE FROM " + m.Quote(ProgressTable) + " WHERE plan = ?",
 	}
 }

@@ -35,7 +35,7 @@ func (m MySQL) AddFenceColumn(table []string, fence string) string {
 // that changes nothing reports no affected row in MySQL.
 func (m MySQL) Helpers() []string {
 	tail := " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=" + m.collation()
-	return []string{
+	return append([]string{
 		`CREATE TABLE IF NOT EXISTS ` + m.Quote(FenceTable) + ` (
   plan varchar(191) NOT NULL, tbl varchar(191) NOT NULL, shard int NOT NULL,
   token bigint NOT NULL, owner varchar(255) NOT NULL,
@@ -48,7 +48,7 @@ func (m MySQL) Helpers() []string {
   state varchar(16) NOT NULL DEFAULT 'pending', updated_at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   PRIMARY KEY (plan, tbl, shard))` + tail,
 		m.postLoadHelper(),
-	}
+	}, m.recordsHelpers()...)
 }
 
 // SetupLock implements Dialect.

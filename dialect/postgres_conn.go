@@ -46,6 +46,9 @@ func pgOpenConfig(dsn plans.DSN, s Session) (*pgx.ConnConfig, error) {
 	if s.Lock > 0 {
 		cfg.RuntimeParams["lock_timeout"] = ms(s.Lock)
 	}
+	if s.Durable {
+		cfg.RuntimeParams["synchronous_commit"] = "on"
+	}
 	return cfg, nil
 }
 

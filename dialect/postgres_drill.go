@@ -19,5 +19,7 @@ func (p Postgres) DrillForget() []string {
 		"DELETE FROM " + p.Quote(CheckpointTable) + " WHERE plan = $1",
 		"DELETE FROM " + p.Quote(FenceTable) + " WHERE plan = $1",
 		"DELETE FROM " + p.Quote(PostLoadTable) + " WHERE plan = $1",
+		"DELETE FROM " + p.Quote(TakeoverTable) + " WHERE plan = $1",
+		"DELETE FROM " + p.Quote(ProgressTable) + " WHERE plan = $1",
 	}
 }

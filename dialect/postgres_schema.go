@@ -25,7 +25,7 @@ func (p Postgres) AddFenceColumn(table []string, fence string) string {
 
 // Helpers implements Dialect.
 func (p Postgres) Helpers() []string {
-	return []string{
+	return append([]string{
 		`CREATE TABLE IF NOT EXISTS ` + p.Quote(FenceTable) + ` (
   plan text NOT NULL, tbl text NOT NULL, shard integer NOT NULL,
   token bigint NOT NULL, owner text NOT NULL, claimed_at timestamptz NOT NULL DEFAULT now(),
@@ -37,7 +37,7 @@ func (p Postgres) Helpers() []string {
   state text NOT NULL DEFAULT 'pending', updated_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (plan, tbl, shard))`,
 		p.postLoadHelper(),
-	}
+	}, p.recordsHelpers()...)
 }
 
 // SetupLock implements Dialect.

@@ -1,8 +1,8 @@
 // Package drill runs fault drills against real services (SPEC §8): it starts
 // instances of the migrate binary on a plan — a holder and one or more
 // standbys — injects a fault into the holder (SIGKILL, SIGSTOP, a network
-// partition or a delayed write through an in-process toxiproxy, a Redis
-// restart), waits for the plan to finish, verifies source against target and
+// partition or a delayed write through an in-process toxiproxy, a restart
+// of the lock service), waits for the plan to finish, verifies source against target and
 // reports the takeover's RTO against the prediction, the rows replayed, the
 // stale writes the target rejected and any it accepted.
 package drill
@@ -30,13 +30,17 @@ const (
 	Kill         Kind = "kill"          // SIGKILL of the holder
 	Pause        Kind = "pause"         // SIGSTOP of the holder until a standby took over, then SIGCONT
 	ShortPause   Kind = "short-pause"   // SIGSTOP shorter than TTL - renew interval - margin: no takeover
-	Partition    Kind = "partition"     // the holder cut from Redis and the target until a standby took over
-	RedisRestart Kind = "redis-restart" // Redis killed and restarted mid-copy, with and without persistence
+	Partition    Kind = "partition"     // the holder cut from the lock service and the target until a standby took over
+	LockRestart  Kind = "lock-restart"  // the lock service killed and restarted mid-copy, with its data and without
+	RedisRestart Kind = "redis-restart" // lock-restart's first name, from when the lock service was always Redis
 	LateWrite    Kind = "late-write"    // the holder's writes held by the proxy past the TTL, delivered after the takeover
 )
 
 // Kinds lists every drill.
-var Kinds = []Kind{Kill, Pause, ShortPause, Partition, RedisRestart, LateWrite}
+var Kinds = []Kind{Kill, Pause, ShortPause, Partition, LockRestart, RedisRestart, LateWrite}
+
+// restartsLock reports whether the kind restarts the lock service.
+func (k Kind) restartsLock() bool { return k == LockRestart || k == RedisRestart }
 
 // Options configure a drill.
 type Options struct {
@@ -44,7 +48,7 @@ type Options struct {
 	Plan *plans.Plan // the plan, flags applied
 	// PlanArgs select the same plan in a child `migrate run`: -p FILE and
 	// the flags that override it, except the DSNs, which children get
-	// from the environment (MIGRATE_SOURCE, MIGRATE_TARGET, MIGRATE_REDIS)
+	// from the environment (MIGRATE_SOURCE, MIGRATE_TARGET, MIGRATE_LOCK)
 	// so no password shows in a process list.
 	PlanArgs []string
 	Binary   string // the migrate binary; default os.Executable()
@@ -55,17 +59,20 @@ type Options struct {
 	// comes this much later (a latency toxic on its proxy), so that a small
 	// table's copy lasts long enough for the fault.
 	HolderLatency time.Duration
-	Standbys      int    // standby instances; default 1
-	Persistence   string // redis-restart: "on", "off" or "both" (default)
+	Standbys      int // standby instances; default 1
+	// Persistence is lock-restart's: the lock service restarted with its
+	// data ("on"), without it ("off": a replacement that lost every lease
+	// and token counter), or "both" runs (default).
+	Persistence string
 	// Reset lets the drill start over on a plan that has run before: it
 	// drops the plan's target tables and deletes its checkpoint and
-	// watermark rows and its Redis keys. Without it such a plan is refused
-	// with ErrNotFresh.
+	// watermark rows and what the lock service keeps of its leases.
+	// Without it such a plan is refused with ErrNotFresh.
 	Reset       bool
-	RedisServer string       // redis-server binary for redis-restart; default from PATH
+	RedisServer string       // redis-server binary for lock-restart of a Redis; default from PATH
 	Log         *slog.Logger // the drill's log
 	// OpenRunner opens a runner of a plan, connected to its target and
-	// Redis and, unless targetOnly, its source (the CLI's wiring).
+	// lock service and, unless targetOnly, its source (the CLI's wiring).
 	OpenRunner func(ctx context.Context, plan *plans.Plan, opts runner.Options, targetOnly bool) (*runner.Runner, error)
 	ChildLog   io.Writer // the instances' logs, each line prefixed; nil: kept for the report only
 }
@@ -136,7 +143,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	variants := []string{""}
-	if o.Kind == RedisRestart {
+	if o.Kind.restartsLock() {
 		variants = []string{o.Persistence}
 		if o.Persistence == "both" {
 			variants = []string{"off", "on"}
@@ -170,45 +177,39 @@ func prepare(ctx context.Context, o Options, tgt *target) error {
 	if err != nil {
 		return err
 	}
+	defer r.Close()
 	st, err := r.Status(ctx)
-	r.Close()
 	if err != nil {
 		return err
+	}
+	if len(st.Leases) > 0 {
+		held := make([]string, len(st.Leases))
+		for i, l := range st.Leases {
+			held[i] = fmt.Sprintf("%s#%d by %s", l.Table, l.Shard, l.Owner)
+		}
+		return fmt.Errorf("%w: a lease of plan %s is held (%s): an instance is running it; stop it before a drill",
+			ErrNotFresh, o.Plan.Name, strings.Join(held, ", "))
 	}
 	if len(st.Tables) > 0 {
 		dirt = append(dirt, fmt.Sprintf("the target holds %d checkpoints of plan %s", len(st.Tables), o.Plan.Name))
 	}
-	rdb, err := openRedis(o.Plan.Redis)
+	n, err := r.RememberedLeases(ctx)
 	if err != nil {
 		return err
 	}
-	defer rdb.Close()
-	leases, keys, err := leaseKeys(ctx, rdb, o.Plan.Name)
-	if err != nil {
-		return fmt.Errorf("redis %s: %w", o.Plan.Redis, err)
-	}
-	if len(leases) > 0 {
-		return fmt.Errorf("%w: a lease of plan %s is held (%s): an instance is running it; stop it before a drill",
-			ErrNotFresh, o.Plan.Name, strings.Join(leases, ", "))
-	}
-	if len(keys) > 0 {
-		dirt = append(dirt, fmt.Sprintf("Redis holds %d keys of plan %s", len(keys), o.Plan.Name))
+	if n > 0 {
+		dirt = append(dirt, fmt.Sprintf("the lock service remembers holders of %d leases of plan %s", n, o.Plan.Name))
 	}
 	if len(dirt) == 0 {
 		return nil
 	}
 	if !o.Reset {
-		return fmt.Errorf("%w: %s; a drill starts from an empty target: give --reset to drop the target tables and the plan's checkpoints, watermarks and Redis keys",
+		return fmt.Errorf("%w: %s; a drill starts from an empty target: give --reset to drop the target tables and the plan's checkpoints, watermarks and leases",
 			ErrNotFresh, strings.Join(dirt, ", "))
 	}
-	o.Log.Warn("--reset: dropping the plan's target tables, checkpoints, watermarks and Redis keys", "plan", o.Plan.Name, "found", strings.Join(dirt, ", "))
-	if err := tgt.reset(ctx); err != nil {
+	o.Log.Warn("--reset: dropping the plan's target tables, checkpoints, watermarks and leases", "plan", o.Plan.Name, "found", strings.Join(dirt, ", "))
+	if err := r.ForgetLeases(ctx); err != nil {
 		return err
 	}
-	if len(keys) > 0 {
-		if err := rdb.Del(ctx, keys...).Err(); err != nil {
-			return fmt.Errorf("redis %s: %w", o.Plan.Redis, err)
-		}
-	}
-	return nil
+	return tgt.reset(ctx)
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // Result is the outcome of `migrate drill`: one Report per drill run
-// (redis-restart runs once without and once with persistence).
+// (lock-restart runs once without and once with the lock service's data).
 type Result struct {
 	Plan   string   `json:"plan"`
 	Pass   bool     `json:"pass"`
@@ -31,7 +31,7 @@ func (r *Result) Diff() bool {
 // and the verdict.
 type Report struct {
 	Kind        Kind   `json:"kind"`
-	Persistence string `json:"persistence,omitempty"` // redis-restart: "on" or "off"
+	Persistence string `json:"persistence,omitempty"` // lock-restart: "on" (data kept) or "off" (lost)
 	TTLMs       int64  `json:"ttl_ms"`
 	BatchSize   int    `json:"batch_size"`
 	FaultAtRows int64  `json:"fault_at_rows"` // rows committed when the fault struck
@@ -41,15 +41,16 @@ type Report struct {
 	Takeovers []Takeover `json:"takeovers"` // from every instance's run --json
 
 	// RtoMs is the longest takeover's rto_ms; PredictedRtoMs is the runner's
-	// prediction, TTL + TTL/10 (SPEC §6).
+	// prediction on the plan's lock service (SPEC §6): TTL + TTL/10 for
+	// Redis, a database and ZooKeeper, TTL + 500ms for etcd.
 	RtoMs          int64 `json:"rto_ms"`
 	PredictedRtoMs int64 `json:"predicted_rto_ms"`
 
 	// HandoverMs is the time from the fault to the moment the drill saw
 	// another instance claim the watermark of every shard (sampled every
 	// TTL/20); 0 when none did. It is measured from outside, also when the
-	// runner records no takeover (Redis lost its data, so the successor
-	// cannot know its predecessor).
+	// runner records no takeover (the lock service lost its data, so the
+	// successor cannot know its predecessor).
 	HandoverMs int64 `json:"handover_ms"`
 
 	ReplayedRows        int64 `json:"replayed_rows"`    // every instance's
@@ -202,7 +203,7 @@ func (r *Report) checkTakeovers(add addFunc) {
 	switch {
 	case r.Kind == ShortPause:
 		add("no takeover", len(r.Takeovers) == 0 && r.handedOver() == 0, "%d takeovers, %d shards changed hands", len(r.Takeovers), r.handedOver())
-	case r.Kind == RedisRestart:
+	case r.Kind.restartsLock():
 		ok, parts := true, []string{}
 		for _, s := range r.Shards {
 			good := s.FinalToken > s.HolderToken || r.Persistence == "on" && s.FinalToken == s.HolderToken
@@ -249,9 +250,10 @@ func (r *Report) checkExits(add addFunc) {
 		add("holder killed", h.Killed && h.Exit == -1, "exit %d", h.Exit)
 	case r.Kind == ShortPause:
 		want = []int{0}
-	case r.Kind == RedisRestart:
-		// It may have lost its lease while Redis restarted: it takes the
-		// shard again when no standby claimed it first (0), or stops (4).
+	case r.Kind.restartsLock():
+		// It may have lost its lease while the lock service restarted: it
+		// takes the shard again when no standby claimed it first (0), or
+		// stops (4).
 		want = []int{0, 4}
 	default:
 		want = []int{4}
@@ -331,14 +333,14 @@ func (r *Report) checkWriters(add addFunc) {
 
 // checkHistory checks the lease and watermark changes seen over time: per
 // shard the token only grows and each token has one owner. Leases are not
-// checked after Redis lost its data (its counter restarted: the watermark,
-// not Redis, is the authority, L4).
+// checked after the lock service lost its data (its tokens restarted: the
+// watermark, not the lock service, is the authority, L4).
 func (r *Report) checkHistory(add addFunc) {
-	lost := r.Kind == RedisRestart && r.Persistence == "off"
+	lost := r.Kind.restartsLock() && r.Persistence == "off"
 	problems := historyProblems(r.History, lost)
 	what := "leases and watermarks"
 	if lost {
-		what = "watermarks (Redis lost its data: leases not checked)"
+		what = "watermarks (the lock service lost its data: leases not checked)"
 	}
 	detail := fmt.Sprintf("%d changes of %s seen: tokens only grow, one owner each", len(r.History), what)
 	if len(problems) > 0 {

@@ -10,8 +10,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/migrate-dev/migrate/internal/redisproc"
+	"github.com/migrate-dev/migrate/internal/netfault"
 	"github.com/migrate-dev/migrate/internal/retry"
+	"github.com/migrate-dev/migrate/internal/svcproc"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/runner"
 )
@@ -34,7 +35,7 @@ type shardKey struct {
 // drill is one drill in progress.
 type drill struct {
 	o        Options
-	plan     *plans.Plan // as the instances see it (redis-restart: the drill's own Redis)
+	plan     *plans.Plan // as the instances see it (lock-restart: the drill's own lock service)
 	tgt      *target
 	rep      *Report
 	start    time.Time
@@ -43,17 +44,18 @@ type drill struct {
 	w        *watcher
 	holder   *child
 	standbys []*child
-	tproxy   *Proxy // the holder's way to the target
-	rproxy   *Proxy // the holder's way to Redis
-	redis    *redisproc.Server
+	tproxy   *netfault.Proxy    // the holder's way to the target
+	lproxy   *netfault.Proxy    // the holder's way to the lock service; nil when it is the target
+	lockSrv  *svcproc.Server    // lock-restart's own lock service
+	wipe     bool               // lock-restart restarts it without its data
 	owner    string             // the holder's owner id
 	tokens   map[shardKey]int64 // the holder's token per shard at the fault
 	taken    time.Time          // when the takeover was seen
 	faultAt  time.Time
-	late     Held
+	late     netfault.Held
 }
 
-// runOne runs one drill; persistence is "on" or "off" for redis-restart.
+// runOne runs one drill; persistence is "on" or "off" for lock-restart.
 func runOne(ctx context.Context, o Options, tgt *target, persistence string) Report {
 	ttl := o.Plan.LeaseTTL
 	d := &drill{o: o, plan: o.Plan, tgt: tgt, start: time.Now(), tokens: map[shardKey]int64{},
@@ -95,7 +97,7 @@ func (d *drill) close() {
 			c.wait(context.Background(), time.Millisecond)
 		}
 	}
-	for _, p := range []*Proxy{d.tproxy, d.rproxy} {
+	for _, p := range []*netfault.Proxy{d.tproxy, d.lproxy} {
 		if p != nil {
 			p.Close()
 		}
@@ -103,17 +105,17 @@ func (d *drill) close() {
 	if d.status != nil {
 		d.status.Close()
 	}
-	if d.redis != nil {
-		d.redis.Kill()
-		_ = os.RemoveAll(d.redis.Dir())
+	if d.lockSrv != nil {
+		d.lockSrv.Kill()
+		_ = os.RemoveAll(d.lockSrv.Dir())
 	}
 }
 
 // drive sets the drill up, starts the instances, injects the fault and
 // waits for every instance to end.
 func (d *drill) drive(ctx context.Context, persistence string) error {
-	if d.o.Kind == RedisRestart {
-		if err := d.startRedis(ctx, persistence == "on"); err != nil {
+	if d.o.Kind.restartsLock() {
+		if err := d.startLock(ctx, persistence == "on"); err != nil {
 			return err
 		}
 	}
@@ -129,7 +131,7 @@ func (d *drill) drive(ctx context.Context, persistence string) error {
 	defer stop()
 	go d.w.run(wctx)
 
-	d.log.Info("starting the holder", "instance", holderName, "target_proxy", d.tproxy.Addr(), "redis_proxy", d.rproxy.Addr(), "holder_latency", d.o.HolderLatency)
+	d.log.Info("starting the holder", "instance", holderName, "target_proxy", d.tproxy.Addr(), "lock_proxy", d.lproxy.Addr(), "holder_latency", d.o.HolderLatency)
 	if d.holder, err = startChild(ctx, d.o.Binary, holderName, "holder", d.o.PlanArgs, holderEnv, d.o.ChildLog); err != nil {
 		return fmt.Errorf("drill: start the holder: %w", err)
 	}
@@ -153,63 +155,47 @@ func (d *drill) drive(ctx context.Context, persistence string) error {
 	return d.finish(ctx)
 }
 
-// startRedis starts the drill's own Redis; the instances use it instead of
-// the plan's.
-func (d *drill) startRedis(ctx context.Context, persist bool) error {
-	bin, err := redisproc.Find(d.o.RedisServer)
-	if err != nil {
-		return fmt.Errorf("drill: redis-restart needs %w, or --redis-server PATH", err)
-	}
-	dir, err := os.MkdirTemp("", "migrate-drill-redis-")
-	if err != nil {
-		return err
-	}
-	if d.redis, err = redisproc.Start(ctx, bin, dir, persist, setPdeathsig); err != nil {
-		_ = os.RemoveAll(dir)
-		return fmt.Errorf("drill: %w", err)
-	}
-	dsn, err := plans.ParseDSN(d.redis.URL())
-	if err != nil {
-		return err
-	}
-	p := *d.plan
-	p.Redis = dsn
-	d.plan = &p
-	d.log.Info("started a private redis-server", "redis", dsn, "persistent", persist)
-	return nil
-}
-
-// proxies starts the holder's proxies to the target and to Redis, and
-// returns the standbys' and the holder's environments.
+// proxies starts the holder's proxies to the target and to the lock
+// service (none when the leases are kept in the target: the target's
+// proxy cuts both), and returns the standbys' and the holder's
+// environments.
 func (d *drill) proxies() (env, holderEnv []string, err error) {
-	up := func(dsn plans.DSN, name string) (*Proxy, plans.DSN, error) {
+	up := func(dsn plans.DSN, name string) (*netfault.Proxy, plans.DSN, error) {
 		addr, err := hostPort(dsn)
 		if err != nil {
 			return nil, plans.DSN{}, err
 		}
-		p, err := NewProxy(name, addr)
+		p, err := netfault.NewProxy(name, addr)
 		if err != nil {
 			return nil, plans.DSN{}, err
 		}
 		via, err := redirect(dsn, p.Addr())
 		return p, via, err
 	}
-	var tdsn, rdsn plans.DSN
+	var tdsn, ldsn plans.DSN
 	if d.tproxy, tdsn, err = up(d.plan.Target, "target"); err != nil {
 		return nil, nil, err
 	}
-	if d.rproxy, rdsn, err = up(d.plan.Redis, "redis"); err != nil {
-		return nil, nil, err
+	if !d.plan.LockInTarget() {
+		if d.lproxy, ldsn, err = up(d.plan.Lock, "lock"); err != nil {
+			return nil, nil, err
+		}
 	}
 	if d.o.HolderLatency > 0 {
 		if err := d.tproxy.Slow(d.o.HolderLatency); err != nil {
 			return nil, nil, err
 		}
 	}
-	vars := func(target, redis plans.DSN) []string {
-		return []string{"MIGRATE_SOURCE=" + d.plan.Source.Secret(), "MIGRATE_TARGET=" + target.Secret(), "MIGRATE_REDIS=" + redis.Secret()}
+	vars := func(target, lock plans.DSN) []string {
+		l := plans.LockDB
+		if !lock.IsZero() {
+			l = lock.Secret()
+		}
+		// MIGRATE_REDIS emptied: the drill's own environment may set it,
+		// and --lock and --redis together are refused.
+		return []string{"MIGRATE_SOURCE=" + d.plan.Source.Secret(), "MIGRATE_TARGET=" + target.Secret(), "MIGRATE_LOCK=" + l, "MIGRATE_REDIS="}
 	}
-	return vars(d.plan.Target, d.plan.Redis), vars(tdsn, rdsn), nil
+	return vars(d.plan.Target, d.plan.Lock), vars(tdsn, ldsn), nil
 }
 
 // shards lists every shard of the plan.
@@ -337,12 +323,12 @@ func (d *drill) inject(ctx context.Context) (err error) {
 		}
 		err = errors.Join(err, d.holder.signal(syscall.SIGCONT))
 	case Partition:
-		if err = errors.Join(d.rproxy.Cut(), d.tproxy.Cut()); err == nil {
+		if err = errors.Join(d.lproxy.Cut(), d.tproxy.Cut()); err == nil {
 			err = d.longFault(ctx)
 		}
-		err = errors.Join(err, d.rproxy.Heal(), d.tproxy.Heal())
+		err = errors.Join(err, d.lproxy.Heal(), d.tproxy.Heal())
 	case LateWrite:
-		if err = errors.Join(d.rproxy.Cut(), d.tproxy.Hold(10*ttl+time.Minute)); err == nil {
+		if err = errors.Join(d.lproxy.Cut(), d.tproxy.Hold(10*ttl+time.Minute)); err == nil {
 			err = d.longFault(ctx)
 		}
 		if h := d.tproxy.Holding(); err == nil && h.Chunks > 0 {
@@ -351,10 +337,13 @@ func (d *drill) inject(ctx context.Context) (err error) {
 		var rerr error
 		d.late, rerr = d.tproxy.Release()
 		d.log.Info("released the held writes", "bytes", d.late.Bytes, "held", d.late.Released.Sub(d.late.First))
-		err = errors.Join(err, rerr, d.rproxy.Heal())
-	case RedisRestart:
-		d.redis.Kill()
-		err = d.redis.Start(ctx)
+		err = errors.Join(err, rerr, d.lproxy.Heal())
+	case LockRestart, RedisRestart:
+		d.lockSrv.Kill()
+		if d.wipe {
+			err = d.lockSrv.Wipe()
+		}
+		err = errors.Join(err, d.lockSrv.Start(ctx))
 	}
 	return err
 }
@@ -380,7 +369,7 @@ func shortPause(ttl time.Duration) time.Duration {
 // of the plan first.
 func (d *drill) finish(ctx context.Context) error {
 	limit := 3*d.plan.LeaseTTL + 30*time.Second
-	if d.o.Kind == ShortPause || d.o.Kind == RedisRestart && d.rep.Persistence == "on" {
+	if d.o.Kind == ShortPause || d.o.Kind.restartsLock() && d.rep.Persistence == "on" {
 		limit = 0
 	}
 	if !d.holder.exited() && !d.holder.wait(ctx, limit) {

@@ -10,18 +10,16 @@ import (
 	"strings"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
-	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/plans"
 )
 
-// ErrNotFresh means the plan's target or Redis already holds state of the
-// plan (rows, checkpoints, lease keys): a drill needs a fresh start, which
-// --reset makes.
+// ErrNotFresh means the plan's target or lock service already holds state
+// of the plan (rows, checkpoints, leases): a drill needs a fresh start,
+// which --reset makes.
 var ErrNotFresh = errors.New("drill: the plan's target is not fresh")
 
 // targetSQL is what the drill needs from the target's dialect.
@@ -133,39 +131,14 @@ func (t *target) bounds(ctx context.Context, tb plans.Table, shard int) (dialect
 	return dialect.Range{Lo: cp.Lo, Hi: cp.Hi}, nil
 }
 
-// leaseKeys lists the Redis keys of a plan: its shards' leases, fencing
-// counters and last-holder records. They are named
-// "migrate:{plan:table:shard}:lease|token|last" (lock.ShardBase and
-// its suffixes).
-func leaseKeys(ctx context.Context, rdb *redis.Client, plan string) (leases, others []string, err error) {
-	iter := rdb.Scan(ctx, 0, lock.PlanPrefix(plan)+"*", 200).Iterator()
-	for iter.Next(ctx) {
-		if k := iter.Val(); strings.HasSuffix(k, ":lease") {
-			leases = append(leases, k)
-		} else {
-			others = append(others, k)
-		}
-	}
-	return leases, others, iter.Err()
-}
-
-// openRedis connects to the plan's one Redis server; the drill proxies a
-// single TCP address, so Sentinel and Cluster URLs are refused.
-func openRedis(d plans.DSN) (*redis.Client, error) {
-	rdb, err := lock.Dial(d.Secret())
-	if err != nil {
-		return nil, fmt.Errorf("redis DSN %s: %w", d, err)
-	}
-	c, ok := rdb.(*redis.Client)
-	if !ok {
-		_ = rdb.Close()
-		return nil, fmt.Errorf("drill: redis DSN %s is not one server; the drill proxies one Redis address (use redis://host:port)", d)
-	}
-	return c, nil
-}
-
 // hostPort is the TCP address of d, with the engine's default port.
 func hostPort(d plans.DSN) (string, error) {
+	if hosts := d.Hosts(); len(hosts) > 0 {
+		if len(hosts) > 1 {
+			return "", fmt.Errorf("drill: %s lists %d hosts; the drill proxies one address: give the plan a one-member %s for the drill", d, len(hosts), d.Engine())
+		}
+		return hosts[0], nil
+	}
 	if d.Host() == "" || strings.HasPrefix(d.Host(), "/") {
 		return "", fmt.Errorf("drill: %s is not a TCP address; the drill proxies TCP connections", d)
 	}

@@ -26,7 +26,7 @@ type watcher struct {
 	seen    map[string]Event // last event per shard and kind
 }
 
-// Event is one change seen in a shard's lease (Redis) or fence watermark
+// Event is one change seen in a shard's lease (the lock service) or fence watermark
 // (target).
 type Event struct {
 	AtMs  int64  `json:"at_ms"` // since the drill started
@@ -42,7 +42,7 @@ func newWatcher(r *runner.Runner, ttl time.Duration, start time.Time, log *slog.
 		changed: make(chan struct{}), seen: map[string]Event{}}
 }
 
-// run samples until ctx ends. A failed sample (Redis restarting) is skipped.
+// run samples until ctx ends. A failed sample (the lock service restarting) is skipped.
 func (w *watcher) run(ctx context.Context) {
 	t := time.NewTicker(w.every)
 	defer t.Stop()

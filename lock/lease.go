@@ -2,6 +2,7 @@ package lock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -14,9 +15,7 @@ import (
 type Lease struct {
 	l          *Locker
 	key, owner string
-	token      int64
-	prev       Holder
-	acquiredAt time.Time
+	g          Grant
 
 	ctx    context.Context
 	cancel context.CancelCauseFunc
@@ -27,12 +26,44 @@ type Lease struct {
 	timer    *time.Timer // fires expire at deadline
 }
 
-// start builds the Lease for a grant whose script was sent at sent, and
+// Acquire takes the lease named base for owner if it is free (L1), and keeps
+// it renewed (L2) until Release, loss, or the end of ctx. It returns a
+// *HeldError (errors.Is ErrHeld) when another owner holds it.
+//
+// If owner already holds the lease (a retry after a timeout), the stored token
+// is returned without a new one being issued.
+//
+// The lease's Context is derived from ctx: cancelling ctx stops the renewals
+// and ends the lease locally (call Release to free it on the service at
+// once), so pass the context of the work, not one with a short timeout for
+// this call.
+func (l *Locker) Acquire(ctx context.Context, base, owner string) (*Lease, error) {
+	if err := checkBase(base); err != nil {
+		return nil, err
+	}
+	if owner == "" {
+		return nil, errors.New("lock: empty owner id")
+	}
+	sent := time.Now()
+	g, err := l.b.Acquire(ctx, base, owner, l.opts.TTL)
+	if err != nil {
+		return nil, err
+	}
+	if g.Status == Held {
+		return nil, &HeldError{Key: base, Owner: g.Owner, Token: g.Token, TTL: g.TTL}
+	}
+	le := l.start(ctx, base, owner, g, sent)
+	l.log.InfoContext(ctx, "lease acquired", attrKey, base, attrOwner, owner, attrToken, g.Token,
+		"previous_owner", g.Prev.Owner, "wait", le.Wait(), "retried", g.Status == Retried, "service", l.b.String())
+	return le, nil
+}
+
+// start builds the Lease for a grant whose request was sent at sent, and
 // starts its deadline timer and renewal goroutine.
-func (l *Locker) start(ctx context.Context, base, owner string, g grant, sent time.Time) *Lease {
+func (l *Locker) start(ctx context.Context, base, owner string, g Grant, sent time.Time) *Lease {
 	lctx, cancel := context.WithCancelCause(ctx)
 	le := &Lease{
-		l: l, key: base, owner: owner, token: g.token, prev: g.prev, acquiredAt: g.at,
+		l: l, key: base, owner: owner, g: g,
 		ctx: lctx, cancel: cancel, done: make(chan struct{}),
 		deadline: sent.Add(l.opts.validity()),
 	}
@@ -52,23 +83,23 @@ func (le *Lease) Key() string { return le.key }
 func (le *Lease) Owner() string { return le.owner }
 
 // Token returns the fencing token of this grant.
-func (le *Lease) Token() int64 { return le.token }
+func (le *Lease) Token() int64 { return le.g.Token }
 
 // Previous returns the holder recorded before this grant, or the zero Holder
 // when there was none.
-func (le *Lease) Previous() Holder { return le.prev }
+func (le *Lease) Previous() Holder { return le.g.Prev }
 
-// AcquiredAt returns the Redis server time of the grant.
-func (le *Lease) AcquiredAt() time.Time { return le.acquiredAt }
+// AcquiredAt returns the time of the grant, by the service's clock where it
+// has one (Grant.At).
+func (le *Lease) AcquiredAt() time.Time { return le.g.At }
 
-// Wait returns how long the lease stood unrenewed before this grant, by the
-// Redis server clock: AcquiredAt minus the previous holder's last successful
-// renewal. It is 0 when there was no previous holder or it released cleanly.
+// Wait returns how long the lease stood unrenewed before this grant
+// (Grant.Wait): 0 when there was no previous holder or it released cleanly.
 func (le *Lease) Wait() time.Duration {
-	if le.prev.Owner == "" || le.prev.Released || le.prev.RenewedAt.IsZero() {
+	if le.g.Prev.Owner == "" || le.g.Prev.Released {
 		return 0
 	}
-	return max(le.acquiredAt.Sub(le.prev.RenewedAt), 0)
+	return max(le.g.Wait, 0)
 }
 
 // Context returns a context that is cancelled the moment the lease can no
@@ -88,8 +119,8 @@ func (le *Lease) Deadline() time.Time {
 	return le.deadline
 }
 
-// Release stops renewing, cancels Context, and deletes the lease on the server
-// if it is still ours (L3), recording a clean release in base:last. It returns
+// Release stops renewing, cancels Context, and frees the lease on the service
+// if it is still ours (L3), recording a clean release. It returns
 // ErrNotOwner when the lease was no longer ours; that is final, not to retry.
 func (le *Lease) Release(ctx context.Context) error {
 	le.mu.Lock()
@@ -97,7 +128,7 @@ func (le *Lease) Release(ctx context.Context) error {
 	le.timer.Stop()
 	le.mu.Unlock()
 
-	ok, err := le.l.release(ctx, le.key, le.owner, le.token)
+	ok, err := le.l.b.Release(ctx, le.key, le.owner, le.g.Token)
 	select { // a renewal in flight cannot re-create the key; wait it out
 	case <-le.done:
 	case <-ctx.Done(): // the goroutine ends as soon as its call returns
@@ -106,15 +137,15 @@ func (le *Lease) Release(ctx context.Context) error {
 	case err != nil:
 		return err
 	case !ok:
-		return fmt.Errorf("lock: release %s token %d: %w", le.key, le.token, ErrNotOwner)
+		return fmt.Errorf("lock: release %s token %d: %w", le.key, le.g.Token, ErrNotOwner)
 	}
-	le.l.log.InfoContext(ctx, "lease released", attrKey, le.key, attrOwner, le.owner, attrToken, le.token)
+	le.l.log.InfoContext(ctx, "lease released", attrKey, le.key, attrOwner, le.owner, attrToken, le.g.Token)
 	return nil
 }
 
 // run renews every RenewEvery (L2) until the lease ends. A "not the owner"
-// reply is final; a failed call is retried until the deadline timer ends the
-// lease.
+// reply is final; a failed call — or one with no reply within RenewEvery —
+// is retried until the deadline timer ends the lease.
 func (le *Lease) run(last time.Time) {
 	defer close(le.done)
 	opts := le.l.opts
@@ -129,15 +160,20 @@ func (le *Lease) run(last time.Time) {
 		case <-t.C:
 		}
 		sent := time.Now()
-		// le.ctx ends at the deadline, which bounds the call.
-		ok, err := le.l.renew(le.ctx, le.key, le.owner, le.token)
+		// le.ctx ends at the deadline, which bounds the call; a call that
+		// hangs (a half-open connection, a partition) is given up after a
+		// renewal period and tried again, before the deadline, on a
+		// connection of its own.
+		cctx, cancel := context.WithTimeout(le.ctx, opts.RenewEvery)
+		ok, err := le.l.b.Renew(cctx, le.key, le.owner, le.g.Token, opts.TTL)
+		cancel()
 		if le.ctx.Err() != nil {
 			continue // released, lost or cancelled meanwhile: whatever the reply, stop
 		}
 		switch {
 		case err != nil:
 			le.renewFailed(err)
-			le.l.log.WarnContext(le.ctx, "lease renewal failed", attrKey, le.key, attrToken, le.token,
+			le.l.log.WarnContext(le.ctx, "lease renewal failed", attrKey, le.key, attrToken, le.g.Token,
 				attrErr, err, "until_deadline", time.Until(le.Deadline()))
 			t.Reset(retry)
 		case !ok:
@@ -192,7 +228,7 @@ func (le *Lease) loseLocked(why string) {
 	}
 	le.cancel(ErrLost)
 	le.timer.Stop()
-	le.l.log.Error("lease lost", attrKey, le.key, attrOwner, le.owner, attrToken, le.token, "reason", why)
+	le.l.log.Error("lease lost", attrKey, le.key, attrOwner, le.owner, attrToken, le.g.Token, "reason", why)
 }
 
 func (le *Lease) stopTimer() {

@@ -1,26 +1,20 @@
-// Package lock is the Redis lease that allows exactly one instance to write a
-// shard at a time (SPEC §5 L1–L5).
+// Package lock is the lock layer of recovery (SPEC §5 L1–L5): a lease that
+// allows exactly one instance to write a shard at a time, granted by a lock
+// service — Redis, etcd, ZooKeeper or a database — behind one contract,
+// [Backend]. A [Locker] turns a backend's grants into a [Lease] that renews
+// itself, keeps a local deadline on the monotonic clock and hands out a
+// context that is cancelled the moment the lease can no longer be trusted;
+// that part is the same whichever service grants the lease.
 //
-// A lease lives under a caller-chosen base name such as
-// "migrate:{orders-move:public.orders:0}"; the braces are a hash tag, so every
-// key of one lease lands in one cluster slot. The package derives these keys:
-//
-//	base:lease          hash {owner, token, renewed_ms, acquired_ms, prev_*} with a PX TTL
-//	base:token          the fencing counter; no TTL, it only ever goes up
-//	base:last           hash {owner, token, renewed_ms, released} of the most recent
-//	                    holder; no TTL, so the next holder can measure how long it waited
-//
-// Package records keeps the takeover history and progress records under
-// the same base.
-//
-// Every operation is one Lua script. A holder learns it may no longer write
-// through [Lease.Context]; a dead holder's lease is reclaimed only by TTL expiry
-// on the server, never by another client deleting it.
+// Every grant carries a fencing token strictly above any granted before it
+// for that lease. A dead holder's lease is reclaimed only by the service
+// itself (a TTL, a session's expiry, lease_until passing by the database's
+// clock), never by another client deleting it.
 package lock
 
 import (
+	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -28,17 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
-
-// RedisClient is what the lease needs from go-redis; *redis.Client,
-// *redis.ClusterClient and *redis.Ring satisfy it. Give the client
-// ContextTimeoutEnabled: true so a renewal call is bounded by the lease
-// deadline on the socket too (the lease is cancelled on time either way).
-type RedisClient interface {
-	redis.Scripter
-}
 
 var (
 	// ErrHeld is matched (errors.Is) by the *HeldError Acquire returns when
@@ -58,7 +42,7 @@ type HeldError struct {
 	Key   string        // base name of the lease
 	Owner string        // owner id of the holder
 	Token int64         // fencing token of the holder
-	TTL   time.Duration // remaining lease time on the server
+	TTL   time.Duration // remaining lease time on the service; 0 when it cannot tell
 }
 
 // Error implements error.
@@ -71,22 +55,22 @@ func (e *HeldError) Unwrap() error { return ErrHeld }
 
 // Options tune a Locker. Only TTL is required.
 type Options struct {
-	TTL        time.Duration // lease TTL on the server; required, at least 10ms, whole milliseconds
+	TTL        time.Duration // lease TTL on the service; required, at least 10ms, whole milliseconds
 	RenewEvery time.Duration // renewal period; default TTL/3; must leave time before the local deadline
 	Drift      time.Duration // clock-drift allowance; default and minimum TTL/100
-	Margin     time.Duration // safety margin before the server's expiry; default TTL/10
+	Margin     time.Duration // safety margin before the service's expiry; default TTL/10
 	PollEvery  time.Duration // standby poll period; default TTL/10, capped at TTL/10; jittered ±20%
 	Logger     *slog.Logger  // default: discards
 
 	// OnRenewFailure, if set, is called (from the renewal goroutine) for each
-	// failed renewal with the lease's key (LeaseKey) and the network error,
-	// or ErrNotOwner when the lease is gone.
-	OnRenewFailure func(key string, err error)
+	// failed renewal with the lease's base name and the error, or
+	// ErrNotOwner when the lease is gone.
+	OnRenewFailure func(base string, err error)
 }
 
-// Locker acquires and inspects leases on one Redis deployment.
+// Locker acquires and inspects leases on one lock service.
 type Locker struct {
-	rdb  RedisClient
+	b    Backend
 	opts Options
 	log  *slog.Logger
 }
@@ -99,36 +83,16 @@ const (
 	attrErr   = "err"
 )
 
-var (
-	//go:embed acquire.lua
-	acquireLua    string
-	acquireScript = redis.NewScript(acquireLua)
-	//go:embed renew.lua
-	renewLua    string
-	renewScript = redis.NewScript(renewLua)
-	//go:embed release.lua
-	releaseLua    string
-	releaseScript = redis.NewScript(releaseLua)
-	//go:embed inspect.lua
-	inspectLua    string
-	inspectScript = redis.NewScript(inspectLua)
-	//go:embed raise.lua
-	raiseLua    string
-	raiseScript = redis.NewScript(raiseLua)
-	//go:embed pttl.lua
-	pttlLua    string
-	pttlScript = redis.NewScript(pttlLua)
-)
-
-// New returns a Locker that keeps leases of opts.TTL on rdb.
-func New(rdb RedisClient, opts Options) (*Locker, error) {
-	if rdb == nil {
-		return nil, errors.New("lock: nil redis client")
+// New returns a Locker that keeps leases of opts.TTL on b. The Locker owns
+// b from then on: Close closes it.
+func New(b Backend, opts Options) (*Locker, error) {
+	if b == nil {
+		return nil, errors.New("lock: nil backend")
 	}
 	if opts.TTL < 10*time.Millisecond {
 		return nil, fmt.Errorf("lock: TTL %v too short (at least 10ms)", opts.TTL)
 	}
-	opts.TTL = opts.TTL.Truncate(time.Millisecond) // PX takes milliseconds
+	opts.TTL = opts.TTL.Truncate(time.Millisecond)
 	if opts.RenewEvery == 0 {
 		opts.RenewEvery = opts.TTL / 3
 	}
@@ -151,7 +115,7 @@ func New(rdb RedisClient, opts Options) (*Locker, error) {
 		return nil, fmt.Errorf("lock: RenewEvery %v must be positive and below TTL-Drift-Margin (%v)",
 			opts.RenewEvery, opts.validity())
 	}
-	return &Locker{rdb: rdb, opts: opts, log: opts.Logger}, nil
+	return &Locker{b: b, opts: opts, log: opts.Logger}, nil
 }
 
 // validity is how long after sending a successful acquire or renewal the
@@ -160,6 +124,64 @@ func (o Options) validity() time.Duration { return o.TTL - o.Drift - o.Margin }
 
 // Options returns the options in effect, defaults filled in.
 func (l *Locker) Options() Options { return l.opts }
+
+// Backend returns the lock service the Locker works on.
+func (l *Locker) Backend() Backend { return l.b }
+
+// String names the lock service, with no password.
+func (l *Locker) String() string { return l.b.String() }
+
+// MaxWait is the longest a standby waits, after the holder's last renewal,
+// before it is told a dead holder's lease is free: the wait part of the
+// predicted RTO (SPEC §6) on this service.
+func (l *Locker) MaxWait() time.Duration { return l.b.MaxWait(l.opts.TTL, l.opts.PollEvery) }
+
+// Ping checks that the lock service answers.
+func (l *Locker) Ping(ctx context.Context) error { return l.b.Ping(ctx) }
+
+// Close closes the backend.
+func (l *Locker) Close() error { return l.b.Close() }
+
+// Inspect reads the state of the lease named base, for status output and
+// drills. It never changes anything.
+func (l *Locker) Inspect(ctx context.Context, base string) (Info, error) {
+	if err := checkBase(base); err != nil {
+		return Info{}, err
+	}
+	return l.b.Inspect(ctx, base)
+}
+
+// RaiseToken makes every later grant's token of base above atLeast (L4:
+// after the lock service lost its state, raise it to the target's
+// watermark). It never lowers anything.
+func (l *Locker) RaiseToken(ctx context.Context, base string, atLeast int64) error {
+	if err := checkBase(base); err != nil {
+		return err
+	}
+	if atLeast < 0 {
+		return fmt.Errorf("lock: raise token of %s: negative value %d", base, atLeast)
+	}
+	return l.b.Raise(ctx, base, atLeast)
+}
+
+// WaitFree blocks until the service says owner may take the lease named
+// base (L5): it never decides by its own clock that the lease is free. It
+// returns nil then, or the context's error.
+func (l *Locker) WaitFree(ctx context.Context, base, owner string) error {
+	if err := checkBase(base); err != nil {
+		return err
+	}
+	return l.b.WaitFree(ctx, base, owner, l.opts.PollEvery)
+}
+
+// Forget deletes what the service keeps of base unless it is held (a
+// drill's --reset).
+func (l *Locker) Forget(ctx context.Context, base string) error {
+	if err := checkBase(base); err != nil {
+		return err
+	}
+	return l.b.Forget(ctx, base)
+}
 
 // NewOwnerID returns "<instance>-<32 hex chars>" with 128 bits from
 // crypto/rand: unique per call. Make one per process start and never reuse it
@@ -185,24 +207,17 @@ func NewOwnerID(instance string) string {
 	return sb.String() + "-" + hex.EncodeToString(b[:])
 }
 
-func leaseKey(base string) string { return base + ":lease" }
-
-// ShardBase is the base name of the lease of one shard — index of the
-// target table table of plan — "migrate:{plan:table:index}": the braces
-// are a cluster hash tag, so every key of a shard lands in one slot.
+// ShardBase is the name of the lease of one shard — index of the target
+// table table of plan — "migrate:{plan:table:index}". On Redis the braces
+// are a cluster hash tag, so every key of a shard lands in one slot; the
+// other services use the name as it is (escaped where they must).
 func ShardBase(plan, table string, index int) string {
 	return "migrate:{" + plan + ":" + table + ":" + strconv.Itoa(index) + "}"
 }
 
-// PlanPrefix is what the keys of every shard of plan begin with (plan
-// names hold neither ':' nor glob characters): a SCAN's pattern is
-// PlanPrefix(plan) + "*".
+// PlanPrefix is what the names of every shard of plan begin with (plan
+// names hold neither ':' nor glob characters).
 func PlanPrefix(plan string) string { return "migrate:{" + plan + ":" }
-
-// LeaseKey is the Redis key of the lease named base.
-func LeaseKey(base string) string { return leaseKey(base) }
-func tokenKey(base string) string { return base + ":token" }
-func lastKey(base string) string  { return base + ":last" }
 
 func checkBase(base string) error {
 	if base == "" {

@@ -13,7 +13,7 @@ import (
 
 // The keys a plan file may use.
 var (
-	planKeys  = []string{"name", "source", "target", "redis", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "include", "exclude", "tables"}
+	planKeys  = []string{"name", "source", "target", "redis", "lock", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "include", "exclude", "tables"}
 	tableKeys = []string{"name", "target", "key", "columns", "shards", "types"}
 )
 
@@ -35,7 +35,7 @@ func (d *decoder) decode(data []byte) (*Plan, *planPos) {
 		return nil, nil
 	}
 	if root.Kind != yaml.MappingNode {
-		d.probs.add("", d.at(root), "a plan must be a mapping of keys (name, source, target, redis, tables, ...)")
+		d.probs.add("", d.at(root), "a plan must be a mapping of keys (name, source, target, lock, tables, ...)")
 		return nil, nil
 	}
 	p := withDefaults()
@@ -53,7 +53,9 @@ func (d *decoder) decode(data []byte) (*Plan, *planPos) {
 		case "target":
 			d.dsn(f, key, v, &p.Target)
 		case "redis":
-			d.dsn(f, key, v, &p.Redis)
+			d.dsn(f, key, v, &p.Lock)
+		case "lock":
+			d.lock(f, key, v, p)
 		case "lease_ttl":
 			d.duration(f, key, v, &p.LeaseTTL)
 		case "batch_size":

@@ -89,6 +89,19 @@ func (d *decoder) dsn(f *fields, name string, n *yaml.Node, dst *DSN) {
 	*dst = dsn
 }
 
+// lock reads the lock service: "db" (the target database) or a DSN.
+func (d *decoder) lock(f *fields, name string, n *yaml.Node, p *Plan) {
+	v, ok := d.scalar(f, name, n)
+	if !ok || strings.TrimSpace(v) == "" {
+		return // null or empty: validation says it is missing
+	}
+	if strings.EqualFold(strings.TrimSpace(v), LockDB) {
+		p.Lock, p.lockDB = DSN{}, true
+		return
+	}
+	d.dsn(f, name, n, &p.Lock)
+}
+
 // list reads a list of names; a single scalar is a list of one. dst stays
 // nil for null, and is non-nil (maybe empty) when the list is given.
 func (d *decoder) list(f *fields, name string, n *yaml.Node, dst *[]string) {

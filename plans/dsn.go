@@ -16,9 +16,11 @@ type Engine string
 
 // The engines a plan can name.
 const (
-	Postgres Engine = "postgres"
-	MySQL    Engine = "mysql"
-	Redis    Engine = "redis"
+	Postgres  Engine = "postgres"
+	MySQL     Engine = "mysql"
+	Redis     Engine = "redis"
+	Etcd      Engine = "etcd"
+	ZooKeeper Engine = "zookeeper"
 )
 
 // redactedPassword replaces every password in printed DSNs (the same marker
@@ -42,6 +44,7 @@ type DSN struct {
 	port     string
 	database string
 	rawQuery string
+	hosts    string // etcd, ZooKeeper: every host:port, comma-separated
 }
 
 // dsnError is a DSN problem. Its text never holds any part of the input but
@@ -56,7 +59,9 @@ func dsnErrorf(format string, args ...any) error {
 }
 
 // ParseDSN parses a connection string: a postgres://, postgresql://, mysql://,
-// redis:// or rediss:// URL, or the go-sql-driver/mysql form
+// redis:// or rediss:// URL (also redis+sentinel://, redis+cluster://), an
+// etcd:// or etcds:// URL or a zk:// URL (several hosts, comma-separated:
+// etcd://h1:2379,h2:2379/prefix), or the go-sql-driver/mysql form
 // user:pass@tcp(host:port)/db?params (engine MySQL; also unix(/path)).
 // Reserved characters in a URL password must be percent-encoded. Errors match
 // ErrInvalid and never contain the password.
@@ -84,8 +89,12 @@ func ParseDSN(s string) (DSN, error) {
 		engine = MySQL
 	case "redis", "rediss", "redis+sentinel", "rediss+sentinel", "redis+cluster", "rediss+cluster":
 		engine = Redis
+	case "etcd", "etcds":
+		return parseCluster(Etcd, "2379", s)
+	case "zk", "zookeeper":
+		return parseCluster(ZooKeeper, "2181", s)
 	default:
-		return DSN{}, dsnErrorf("unsupported scheme %q (want postgres://, postgresql://, mysql://, redis://, rediss://, redis+sentinel:// or redis+cluster://)", scheme)
+		return DSN{}, dsnErrorf("unsupported scheme %q (want postgres://, postgresql://, mysql://, redis://, rediss://, redis+sentinel://, redis+cluster://, etcd://, etcds:// or zk://)", scheme)
 	}
 	return parseURL(engine, s)
 }
@@ -306,7 +315,7 @@ func queryHost(raw string) string {
 	return host
 }
 
-// Engine returns the service kind: Postgres, MySQL or Redis.
+// Engine returns the service kind: Postgres, MySQL, Redis, Etcd or ZooKeeper.
 func (d DSN) Engine() Engine { return d.engine }
 
 // IsZero reports whether d is the zero DSN (not set).
@@ -356,8 +365,9 @@ func (d DSN) Host() string { return d.host }
 // default applies).
 func (d DSN) Port() string { return d.port }
 
-// Database returns the database name (the Redis database number for Redis);
-// "" when none is given.
+// Database returns the database name (the Redis database number for Redis,
+// the key prefix for etcd and ZooKeeper, without its first '/'); "" when
+// none is given.
 func (d DSN) Database() string { return d.database }
 
 // User returns the user name; "" when none is given.
@@ -374,3 +384,12 @@ func (d DSN) Query() url.Values {
 // (user:pass@tcp(host:port)/db) rather than as a URL; Secret is then in that
 // form and can be handed to mysql.ParseDSN as is.
 func (d DSN) Native() bool { return d.native }
+
+// Hosts returns every host:port of an etcd or ZooKeeper DSN, each with the
+// service's default port when the DSN gave none; nil for other engines.
+func (d DSN) Hosts() []string {
+	if d.hosts == "" {
+		return nil
+	}
+	return strings.Split(d.hosts, ",")
+}

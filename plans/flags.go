@@ -12,7 +12,8 @@ type Overrides struct {
 	Name   string // plan name
 	Source string // source DSN
 	Target string // target DSN
-	Redis  string // Redis DSN
+	Redis  string // Redis DSN: the lock service, as --lock redis://…
+	Lock   string // lock service: a DSN, or "db" for the target database
 
 	// Table selects one table of the plan by source or target name (the
 	// plan is narrowed to it); in the plan-less form it is the table to copy.
@@ -30,8 +31,8 @@ type Overrides struct {
 }
 
 // FromFlags builds the plan-less form: one table, everything from flags,
-// or with Include or Exclude and no table every table found. Source, target
-// and redis are required; the name defaults to a slug of the table name
+// or with Include or Exclude and no table every table found. Source and
+// target are required (the leases default to the target database); the name defaults to a slug of the table name
 // ("public.orders" gives "public-orders") or of the include patterns.
 func FromFlags(o Overrides) (*Plan, error) {
 	p := withDefaults()
@@ -90,11 +91,26 @@ func apply(p *Plan, pp *planPos, o Overrides) (map[string]bool, problems) {
 		p.Name = o.Name
 		set(f, "name")
 	}
+	conflict := o.Lock != "" && o.Redis != ""
+	switch {
+	case conflict:
+		ps.add("", flagsPos, "give --lock or --redis, not both (--redis URL is --lock URL)")
+	case strings.EqualFold(strings.TrimSpace(o.Lock), LockDB):
+		p.Lock, p.lockDB = DSN{}, true
+		set(f, "lock")
+		delete(f.at, "redis")
+	case o.Lock != "" || o.Redis != "":
+		p.lockDB = false
+		delete(f.at, map[bool]string{true: "redis", false: "lock"}[o.Lock != ""])
+	}
+	if o.Lock != "" || o.Redis != "" { // the flag stands for both keys of the file
+		done[f.tag("lock")], done[f.tag("redis")] = true, true
+	}
 	for _, x := range []struct {
 		name, val string
 		dst       *DSN
-	}{{"source", o.Source, &p.Source}, {"target", o.Target, &p.Target}, {"redis", o.Redis, &p.Redis}} {
-		if x.val == "" {
+	}{{"source", o.Source, &p.Source}, {"target", o.Target, &p.Target}, {"redis", o.Redis, &p.Lock}, {"lock", o.Lock, &p.Lock}} {
+		if x.val == "" || x.name == "lock" && p.lockDB || conflict && x.dst == &p.Lock {
 			continue
 		}
 		set(f, x.name)

@@ -61,7 +61,7 @@ func TestFromFlags(t *testing.T) {
 	}{
 		{"nothing", Overrides{}, []string{
 			"flags: name is required", "flags: source is required", "flags: target is required",
-			"flags: redis is required", "flags: table is required (or --include to copy every table that matches)",
+			"flags: table is required (or --include to copy every table that matches)",
 		}},
 		{"bad values", withFlags(func(o *Overrides) {
 			o.Name, o.Table, o.Key, o.Columns, o.Shards, o.BatchSize, o.LeaseTTL = "Bad!", "t", "id,,id", "x", -1, 200000, time.Millisecond
@@ -132,7 +132,7 @@ func TestPlan_Apply(t *testing.T) {
 		if p.Name != "other" || p.Source.Engine() != MySQL || p.BatchSize != 10 || p.LeaseTTL != time.Second || len(p.Tables) != 2 {
 			t.Errorf("got %+v", p)
 		}
-		if p.Target.Engine() != MySQL || p.Redis.IsZero() || p.File != "plan.yaml" {
+		if p.Target.Engine() != MySQL || p.Lock.IsZero() || p.File != "plan.yaml" {
 			t.Errorf("file values lost: %+v", p)
 		}
 	})

@@ -55,7 +55,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		checkPlan(t, p)
-		for _, d := range []DSN{p.Source, p.Target, p.Redis} {
+		for _, d := range []DSN{p.Source, p.Target, p.Lock} {
 			printed := d.Redacted() + fmt.Sprintf("%v %+v %#v %s", d, d, d, d)
 			js, _ := json.Marshal(d)
 			if strings.Contains(printed+string(js), fuzzSecret) && !bytes.Contains(data, []byte(fuzzSecret)) {
@@ -100,8 +100,10 @@ func checkPlan(t *testing.T, p *Plan) {
 	if e := p.Target.Engine(); e != Postgres && e != MySQL {
 		fail("target engine %q", e)
 	}
-	if p.Redis.Engine() != Redis {
-		fail("redis engine %q", p.Redis.Engine())
+	switch p.Lock.Engine() {
+	case "", Redis, Etcd, ZooKeeper, Postgres, MySQL:
+	default:
+		fail("lock engine %q", p.Lock.Engine())
 	}
 	if p.LeaseTTL < MinLeaseTTL || p.BatchSize < 1 || p.BatchSize > MaxBatchSize || p.MaxRetries < 0 || !validIdent(p.FenceColumn) {
 		fail("settings")
@@ -196,7 +198,7 @@ func FuzzParseDSN(f *testing.F) {
 		if d.IsZero() || d.Secret() != strings.TrimSpace(in) {
 			t.Fatalf("Secret() = %q for %q", d.Secret(), in)
 		}
-		if e := d.Engine(); e != Postgres && e != MySQL && e != Redis {
+		if e := d.Engine(); e != Postgres && e != MySQL && e != Redis && e != Etcd && e != ZooKeeper {
 			t.Fatalf("engine %q", e)
 		}
 		clean := !strings.Contains(prefix+suffix, fuzzSecret[:4])

@@ -26,6 +26,10 @@ const (
 	DefaultShards    = ShardsAuto
 )
 
+// LockDB is `lock: db`: the leases are kept in the target database. It
+// is the default when a plan names no lock service.
+const LockDB = "db"
+
 // ShardsAuto is `shards: auto` (and a table that says nothing): the first
 // run chooses the count from the table's rows and the instance's cores,
 // and every later run reads it back from the target.
@@ -40,11 +44,17 @@ const (
 
 // Plan is a validated migration plan.
 type Plan struct {
-	Name        string        // names leases, checkpoints and fence rows; [a-z0-9_-]+
-	File        string        // path it was read from; "" for the flags form
-	Source      DSN           // postgres or mysql
-	Target      DSN           // postgres or mysql
-	Redis       DSN           // redis
+	Name   string // names leases, checkpoints and fence rows; [a-z0-9_-]+
+	File   string // path it was read from; "" for the flags form
+	Source DSN    // postgres or mysql
+	Target DSN    // postgres or mysql
+	// Lock is the lock service that grants the shards' leases: a Redis
+	// (redis://, Sentinel, Cluster), etcd (etcd://) or ZooKeeper (zk://)
+	// URL, or a PostgreSQL or MySQL database (postgres://, mysql://) that
+	// keeps them in a table. The zero DSN keeps them in the target
+	// database: `lock: db`, and a plan with neither lock: nor redis:.
+	Lock        DSN
+	lockDB      bool          // lock: db was given (file or flag)
 	LeaseTTL    time.Duration // default 30s, at least 300ms
 	BatchSize   int           // default 1000, 1..100000
 	FenceColumn string        // yaml fence_column, default "_fence"
@@ -192,4 +202,16 @@ func ParseWith(file string, data []byte, lookup func(string) (string, bool), o O
 		return nil, err
 	}
 	return p, nil
+}
+
+// LockInTarget reports whether the leases are kept in the target database.
+func (p *Plan) LockInTarget() bool { return p.Lock.IsZero() }
+
+// LockName names the plan's lock service for messages: its redacted URL,
+// or "db" for the target database.
+func (p *Plan) LockName() string {
+	if p.Lock.IsZero() {
+		return "db"
+	}
+	return p.Lock.String()
 }

@@ -156,7 +156,7 @@ tables: [{name: t, key: id}]
 			}
 			want := &Plan{
 				Name: "orders-move", File: "plan.yaml",
-				Source: got.Source, Target: got.Target, Redis: got.Redis,
+				Source: got.Source, Target: got.Target, Lock: got.Lock,
 				LeaseTTL: 30 * time.Second, BatchSize: 1000, FenceColumn: "_fence", MaxRetries: 5,
 				MaxTakeovers: 3, TakeoverWindow: 10 * time.Minute, MaxOutage: 5 * time.Minute,
 			}
@@ -164,8 +164,8 @@ tables: [{name: t, key: id}]
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got  %+v\nwant %+v", got, want)
 			}
-			if got.Source.Engine() != Postgres || got.Target.Engine() != MySQL || got.Redis.Engine() != Redis {
-				t.Errorf("engines %s %s %s", got.Source.Engine(), got.Target.Engine(), got.Redis.Engine())
+			if got.Source.Engine() != Postgres || got.Target.Engine() != MySQL || got.Lock.Engine() != Redis {
+				t.Errorf("engines %s %s %s", got.Source.Engine(), got.Target.Engine(), got.Lock.Engine())
 			}
 			if got.Source.Password() != testPassword {
 				t.Errorf("source password %q, want %q", got.Source.Password(), testPassword)
@@ -210,7 +210,6 @@ func TestParse_invalid(t *testing.T) {
 				"plan.yaml:1:1: name is required",
 				"plan.yaml:1:1: source is required",
 				"plan.yaml:1:1: target is required",
-				"plan.yaml:1:1: redis is required",
 			},
 		},
 		{
@@ -259,7 +258,7 @@ func TestParse_invalid(t *testing.T) {
 			name: "bad DSNs",
 			yaml: "name: x\nsource: postgress://u:Pa55word@h/db\ntarget: ${REDIS_URL}\nredis: ${SOURCE_URL}\ntables: [{name: t, key: [id]}]\n",
 			want: []string{
-				`plan.yaml:2:9: source: invalid DSN: unsupported scheme "postgress" (want postgres://, postgresql://, mysql://, redis://, rediss://, redis+sentinel:// or redis+cluster://)`,
+				`plan.yaml:2:9: source: invalid DSN: unsupported scheme "postgress" (want postgres://, postgresql://, mysql://, redis://, rediss://, redis+sentinel://, redis+cluster://, etcd://, etcds:// or zk://)`,
 				"plan.yaml:3:9: target must be a postgres:// or mysql:// DSN, not redis",
 				"plan.yaml:4:8: redis must be a redis:// DSN, not postgres",
 			},
@@ -386,7 +385,7 @@ func TestParse_invalid(t *testing.T) {
 		{
 			name: "not a mapping",
 			yaml: "- name: x\n",
-			want: []string{"plan.yaml:1:1: a plan must be a mapping of keys (name, source, target, redis, tables, ...)"},
+			want: []string{"plan.yaml:1:1: a plan must be a mapping of keys (name, source, target, lock, tables, ...)"},
 		},
 		{
 			name: "two documents",

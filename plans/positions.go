@@ -109,7 +109,10 @@ func tablePrefix(i int) string { return "tables." + strconv.Itoa(i) + "." }
 func positionsOf(p *Plan) *planPos {
 	base := pos{file: p.File}
 	pp := &planPos{fields: newFields("", base)}
-	for _, name := range []string{"name", "source", "target", "redis", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "tables"} {
+	if !p.Lock.IsZero() || p.lockDB {
+		pp.at["lock"] = base
+	}
+	for _, name := range []string{"name", "source", "target", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "tables"} {
 		pp.at[name] = base
 	}
 	for i, t := range p.Tables {

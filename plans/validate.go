@@ -65,7 +65,7 @@ func validate(p *Plan, pp *planPos) problems {
 	check("name", p.Name != "" && !validName(p.Name), "name %s must match [a-z0-9_-]+", f.show("name", p.Name))
 	ps = append(ps, checkDSN(f, "source", p.Source, Postgres, MySQL)...)
 	ps = append(ps, checkDSN(f, "target", p.Target, Postgres, MySQL)...)
-	ps = append(ps, checkDSN(f, "redis", p.Redis, Redis)...)
+	ps = append(ps, checkLock(p, f)...)
 	check("lease_ttl", p.LeaseTTL < MinLeaseTTL, "lease_ttl %v is too short (at least %v)", p.LeaseTTL, MinLeaseTTL)
 	check("batch_size", p.BatchSize < 1 || p.BatchSize > MaxBatchSize, "batch_size %d is out of range 1..%d", p.BatchSize, MaxBatchSize)
 	check("fence_column", !validIdent(p.FenceColumn), "fence_column must be a non-empty column name without NUL bytes")
@@ -113,6 +113,26 @@ func validate(p *Plan, pp *planPos) problems {
 			continue
 		}
 		first[t.Target] = tf.base
+	}
+	return ps
+}
+
+// checkLock checks the lock service: redis: a Redis URL, lock: db or the
+// URL of a lock service, never both; etcd grants leases in whole seconds.
+func checkLock(p *Plan, f *fields) problems {
+	var ps problems
+	switch {
+	case f.has("lock") && f.has("redis") && !f.bad["lock"] && !f.bad["redis"]:
+		ps.add(f.tag("redis"), f.where("redis"), "give lock: or redis:, not both (redis: URL is lock: URL); lock: is at %s", f.where("lock").place())
+		return ps
+	case f.has("redis"):
+		ps = append(ps, checkDSN(f, "redis", p.Lock, Redis)...)
+	case f.has("lock") && !p.lockDB:
+		ps = append(ps, checkDSN(f, "lock", p.Lock, Redis, Etcd, ZooKeeper, Postgres, MySQL)...)
+	}
+	if p.Lock.Engine() == Etcd && p.LeaseTTL%time.Second != 0 && !f.bad["lease_ttl"] {
+		ps.add(f.tag("lease_ttl"), f.where("lease_ttl"), "lease_ttl %v: etcd grants leases in whole seconds (lock: etcd://…); use e.g. %v",
+			p.LeaseTTL, max(p.LeaseTTL.Round(time.Second), time.Second))
 	}
 	return ps
 }

@@ -14,8 +14,9 @@ import (
 	"github.com/migrate-dev/migrate/lock"
 )
 
-// errReclaim means the fence watermark is at or above the token Redis gave
-// us (Redis lost its counter): raise the counter and acquire again (L4).
+// errReclaim means the fence watermark is at or above the token the lock
+// service gave us (it lost its state): raise its tokens and acquire again
+// (L4).
 type errReclaim struct{ watermark fence.Token }
 
 func (e errReclaim) Error() string {
@@ -38,12 +39,12 @@ type claim struct {
 	took     time.Duration // the claim's transaction
 }
 
-// maxReclaims bounds how often one claim raises Redis's token counter
+// maxReclaims bounds how often one claim raises the lock service's tokens
 // above the watermark and acquires again.
 const maxReclaims = 3
 
 // claimShard acquires the shard's lease and claims its fence (takeover,
-// C2). A token not above the watermark (Redis lost its counter, L4, or the
+// C2). A token not above the watermark (the lock service lost its state, L4, or the
 // table holds rows of an earlier plan) gives the lease back, raises the
 // counter and acquires again, up to maxReclaims times. A lease held by
 // another instance is a *lock.HeldError. When the claim itself fails, the
@@ -70,7 +71,7 @@ func (r *Runner) claimWith(ctx context.Context, s fence.Shard, log *slog.Logger,
 			return c, err
 		}
 		r.release(ctx, lease)
-		log.Warn("the token is not above the target's watermark (Redis lost its counter, L4, or the table holds rows of an earlier plan); raising the counter", "watermark", int64(rc.watermark))
+		log.Warn("the token is not above the target's watermark (the lock service lost its state, L4, or the table holds rows of an earlier plan); raising its tokens", "watermark", int64(rc.watermark))
 		if err := r.locker.RaiseToken(ctx, base, int64(rc.watermark)); err != nil {
 			return nil, err
 		}
@@ -183,7 +184,7 @@ func (r *Runner) fenced(ctx context.Context, lease *lock.Lease, s fence.Shard, e
 }
 
 // errLeaseLost: the holder stopped writing because its lease ended (it
-// could not renew in time, or Redis no longer had it), not because a
+// could not renew in time, or the lock service no longer had it), not because a
 // successor's token was refused to it.
 type errLeaseLost struct {
 	err   error
@@ -195,7 +196,7 @@ func (e errLeaseLost) Unwrap() error { return e.err }
 
 // superseded reports whether another holder has claimed the shard in the
 // target since token: the watermark is above it. When it is not, the lease
-// was lost to Redis (a restart, an outage) rather than to a successor, and
+// was lost to the lock service (a restart, an outage) rather than to a successor, and
 // the shard may be taken again.
 func (r *Runner) superseded(ctx context.Context, s fence.Shard, token int64) (bool, error) {
 	w, _, err := r.fence.Watermark(ctx, r.dst, s)

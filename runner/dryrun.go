@@ -81,6 +81,9 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 		dt := DryRunTable{Table: t.Name, Target: t.Target, Key: t.Key, Schema: []string{}, DDL: []string{}}
 		if i == 0 && !helpers {
 			dt.DDL = append(dt.DDL, r.dstD.Helpers()...)
+			if r.lockInTarget { // created by the first lease (lock/dblock)
+				dt.DDL = append(dt.DDL, r.dstD.LeaseTable())
+			}
 		}
 		p, err := tg.Prepare(ctx, r.dst, t, in.cols[i], in.defs[i])
 		if err != nil {

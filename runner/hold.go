@@ -117,7 +117,7 @@ func (h *holding) finishShard(ctx context.Context, res batch.Result, err error) 
 }
 
 // previousHolder is the holder this claim takes over from: the lease's
-// record in Redis, or, when Redis lost it (L4; our own refused first
+// record in the lock service, or, when the service lost it (L4; our own refused first
 // attempt may have written one since) but the fence row still names
 // another holder of a running shard, that holder, waited for since its
 // last commit.

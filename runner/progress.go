@@ -14,21 +14,21 @@ import (
 
 // rate is what this instance measures of a shard it holds, for status.
 type rate struct {
-	base, owner string
-	rows        int64 // rows committed since the lease was taken
-	lastRows    int64
-	lastAt      time.Time
-	perSec      float64 // smoothed
+	owner    string
+	rows     int64 // rows committed since the lease was taken
+	lastRows int64
+	lastAt   time.Time
+	perSec   float64 // smoothed
 }
 
-// publishEvery is how often a holder publishes its shards' pace to Redis.
+// publishEvery is how often a holder publishes its shards' pace to the target.
 const publishEvery = time.Second
 
 // startRate begins measuring a shard this instance now holds.
 func (r *Runner) startRate(s fence.Shard, lease *lock.Lease) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.rates[s] = &rate{base: leaseBase(s), owner: lease.Owner(), lastAt: time.Now()}
+	r.rates[s] = &rate{owner: lease.Owner(), lastAt: time.Now()}
 }
 
 // stopRate ends it, when the shard is done or the lease given back.
@@ -40,7 +40,7 @@ func (r *Runner) stopRate(s fence.Shard) {
 
 // publishRates publishes, every publishEvery until ctx ends, each held
 // shard's rows per second (smoothed over the last seconds) and the time
-// left at that rate, kept in Redis for one lease TTL.
+// left at that rate, kept in the target for one lease TTL.
 func (r *Runner) publishRates(ctx context.Context) {
 	tick := time.NewTicker(publishEvery)
 	defer tick.Stop()
@@ -51,8 +51,8 @@ func (r *Runner) publishRates(ctx context.Context) {
 		case <-tick.C:
 		}
 		type pub struct {
-			base string
-			p    records.Progress
+			s fence.Shard
+			p records.Progress
 		}
 		var pubs []pub
 		now := time.Now()
@@ -73,13 +73,13 @@ func (r *Runner) publishRates(ctx context.Context) {
 			if rt.perSec > 0 {
 				eta = int64(float64(r.left[s]) / rt.perSec * 1000)
 			}
-			pubs = append(pubs, pub{rt.base, records.Progress{Owner: rt.owner, RowsPerSec: rt.perSec, EtaMs: eta, TableRows: r.tableRows[s.Table]}})
+			pubs = append(pubs, pub{s, records.Progress{Owner: rt.owner, RowsPerSec: rt.perSec, EtaMs: eta, TableRows: r.tableRows[s.Table]}})
 		}
 		r.mu.Unlock()
 		for _, p := range pubs {
 			pctx, cancel := context.WithTimeout(ctx, publishEvery/2)
-			if err := r.records.PublishProgress(pctx, p.base, p.p, r.plan.LeaseTTL); err != nil {
-				r.log.Debug("progress not published", "lease", p.base, "err", err)
+			if err := r.records.PublishProgress(pctx, p.s, p.p, r.plan.LeaseTTL); err != nil {
+				r.log.Debug("progress not published", "shard", p.s.String(), "err", err)
 			}
 			cancel()
 		}

@@ -127,7 +127,7 @@ type ShardStatus struct {
 	Watermark int64           `json:"watermark"`
 	Holder    string          `json:"holder"`
 	// Takeovers counts the shard's takeovers within the plan's
-	// takeover_window (Redis keeps them); LastTakeover is the last one, as
+	// takeover_window (the target keeps them); LastTakeover is the last one, as
 	// in run --json takeovers[], or null.
 	Takeovers    int64           `json:"takeovers"`
 	LastTakeover json.RawMessage `json:"last_takeover"`
@@ -137,7 +137,7 @@ type ShardStatus struct {
 	EtaMs      *int64   `json:"eta_ms"`
 }
 
-// LeaseStatus is one live lease in Redis.
+// LeaseStatus is one live lease in the lock service.
 type LeaseStatus struct {
 	Table  string `json:"table"`
 	Target string `json:"target"`

@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/migrate-dev/migrate/batch"
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
@@ -74,11 +72,13 @@ type Services struct {
 	// OpenScan opens the target pool for whole-table reads, without the
 	// lease sessions' statement timeouts; called once, when first needed.
 	OpenScan func(context.Context) (*sql.DB, error)
-	Redis    redis.UniversalClient
-	Locker   *lock.Locker
-	Records  *records.Store
-	Fence    *fence.Fence
-	Cursor   *cursor.Store
+	Locker   *lock.Locker   // the lock service's leases
+	Records  *records.Store // takeovers and progress, in the target
+	// LockInTarget: the leases are kept in the target database (lock:
+	// db), so a target outage takes them away too and is waited out.
+	LockInTarget bool
+	Fence        *fence.Fence
+	Cursor       *cursor.Store
 }
 
 // Runner runs one plan.
@@ -93,11 +93,12 @@ type Runner struct {
 	openScan func(context.Context) (*sql.DB, error)
 	scanMu   sync.Mutex
 	scan     *sql.DB // target pool without statement timeouts, for verification
-	rdb      redis.UniversalClient
 	locker   *lock.Locker
 	records  *records.Store
-	fence    *fence.Fence
-	cursor   *cursor.Store
+	// lockInTarget: Services.LockInTarget.
+	lockInTarget bool
+	fence        *fence.Fence
+	cursor       *cursor.Store
 
 	mu     sync.Mutex
 	report Report
@@ -117,7 +118,7 @@ func New(plan *plans.Plan, opts Options, svc Services) *Runner {
 	}
 	r := &Runner{plan: plan, opts: opts, log: opts.Log, rates: map[fence.Shard]*rate{},
 		src: svc.Source, srcD: svc.SourceSQL, dst: svc.Target, dstD: svc.TargetSQL, openScan: svc.OpenScan,
-		rdb: svc.Redis, locker: svc.Locker, records: svc.Records, fence: svc.Fence, cursor: svc.Cursor}
+		locker: svc.Locker, lockInTarget: svc.LockInTarget, records: svc.Records, fence: svc.Fence, cursor: svc.Cursor}
 	if r.dst != nil {
 		r.sizePools()
 	}
@@ -126,11 +127,11 @@ func New(plan *plans.Plan, opts Options, svc Services) *Runner {
 
 // RenewFailed is the lock.Options.OnRenewFailure of a plan's locker: it
 // counts a failed lease renewal in the shard's metrics.
-func RenewFailed(plan *plans.Plan, m *metrics.Metrics) func(key string, _ error) {
-	return func(key string, _ error) {
+func RenewFailed(plan *plans.Plan, m *metrics.Metrics) func(base string, _ error) {
+	return func(base string, _ error) {
 		for _, t := range plan.Tables {
 			for i := range t.Shards {
-				if s := (fence.Shard{Plan: plan.Name, Table: t.Target, Index: i}); lock.LeaseKey(leaseBase(s)) == key {
+				if s := (fence.Shard{Plan: plan.Name, Table: t.Target, Index: i}); leaseBase(s) == base {
 					m.RenewalFailed(s.Table, s.Index)
 					return
 				}
@@ -193,7 +194,7 @@ func parallelFor(shards, cores int, free ...int) int {
 	return max(k, 1)
 }
 
-// Ping checks every connection once it can. A database or Redis that
+// Ping checks every connection once it can. A database or lock service that
 // drops or resets the connection (restarting, failing over, a network
 // blip) is tried again with backoff for up to max_outage; one that refuses
 // it, or answers with an error, fails at once (a wrong address or
@@ -208,7 +209,7 @@ func (r *Runner) whileUnavailable(ctx context.Context, msg string, fn func() err
 }
 
 // WhileUnavailable runs fn again, with backoff, while it fails because a
-// database or Redis dropped or reset the connection (dialect.Unavailable
+// database or lock service dropped or reset the connection (dialect.Unavailable
 // but not refused), for up to maxOutage; each retry is logged with msg.
 func WhileUnavailable(ctx context.Context, maxOutage time.Duration, log *slog.Logger, msg string, fn func() error) error {
 	kind := func(err error) retry.Kind {
@@ -237,8 +238,8 @@ func (r *Runner) pingOnce(ctx context.Context) error {
 			return fmt.Errorf("source %s: %w", r.plan.Source, err)
 		}
 	}
-	if err := r.rdb.Ping(pctx).Err(); err != nil {
-		return fmt.Errorf("redis %s: %w", r.plan.Redis, err)
+	if err := r.locker.Ping(pctx); err != nil {
+		return fmt.Errorf("lock %s: %w", r.locker, err)
 	}
 	return nil
 }
@@ -250,12 +251,12 @@ func (r *Runner) Close() {
 			_ = db.Close()
 		}
 	}
-	if r.rdb != nil {
-		_ = r.rdb.Close()
+	if r.locker != nil {
+		_ = r.locker.Close()
 	}
 }
 
-// leaseBase names the Redis keys of one shard's lease (lock.ShardBase).
+// leaseBase names one shard's lease (lock.ShardBase).
 func leaseBase(s fence.Shard) string {
 	return lock.ShardBase(s.Plan, s.Table, s.Index)
 }

@@ -75,7 +75,7 @@ type shardRun struct {
 	j      shardJob
 	log    *slog.Logger
 	budget retry.Budget // failures before writing, and outages
-	lost   error        // the lease lost to Redis that the loop is taking again
+	lost   error        // the lease lost to the lock service that the loop is taking again
 }
 
 // runShard drives one shard until it is done, by this instance or another:
@@ -93,12 +93,18 @@ func (sr *shardRun) run(ctx context.Context) error {
 		err := sr.attempt(ctx, electStart)
 		var ll errLeaseLost
 		if errors.As(err, &ll) {
-			// A lease lost to Redis, with no successor in the target, is
+			// A lease lost to the lock service, with no successor in the target, is
 			// taken again (with a token above the watermark); one lost to a
 			// successor ends here (exit 4).
-			if sup, werr := r.superseded(ctx, s, ll.token); werr == nil && !sup {
-				sr.log.Warn("lease lost with no successor in the target (Redis restarted or unreachable); taking the shard again", "err", err)
+			switch sup, werr := r.superseded(ctx, s, ll.token); {
+			case werr == nil && !sup:
+				sr.log.Warn("lease lost with no successor in the target (the lock service restarted or was unreachable); taking the shard again", "err", err)
 				sr.lost, err = err, errRetry{err}
+			case werr != nil && r.lockInTarget && dialect.Classify(werr) == dialect.Unavailable:
+				// The lease lives in the target, which is away: one
+				// outage, waited out up to max_outage like any other.
+				sr.log.Warn("lease lost while the target, which keeps it, is unreachable; taking the shard again once it is back", "err", err)
+				sr.lost, err = err, errRetry{fmt.Errorf("%w (target: %w)", err, werr)}
 			}
 		}
 		state, kind := decide(ctx, err)
@@ -125,7 +131,7 @@ func (sr *shardRun) run(ctx context.Context) error {
 
 // standby waits while another instance holds the lease: for a free slot
 // first (watching a lease is of use only with a slot to take it in, and
-// while every slot is busy, no polling loads Redis), then for the lease.
+// while every slot is busy, no polling loads the lock service), then for the lease.
 func (sr *shardRun) standby(ctx context.Context, err error) error {
 	r, s := sr.r, sr.j.spec.Shard
 	var held *lock.HeldError
@@ -135,7 +141,7 @@ func (sr *shardRun) standby(ctx context.Context, err error) error {
 	if err := r.waitSlotFree(ctx); err != nil {
 		return err
 	}
-	return r.locker.WaitFree(ctx, leaseBase(s))
+	return r.locker.WaitFree(ctx, leaseBase(s), r.opts.Owner)
 }
 
 // backoff counts a failure before writing against the budget and waits

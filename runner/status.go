@@ -12,9 +12,9 @@ import (
 	"github.com/migrate-dev/migrate/plans"
 )
 
-// Status reads the plan's durable state: checkpoints and watermarks from the
-// target; live leases, takeovers and the holders' pace from Redis. It
-// changes nothing.
+// Status reads the plan's durable state: checkpoints, watermarks,
+// takeovers and the holders' pace from the target; live leases from the
+// lock service. It changes nothing.
 func (r *Runner) Status(ctx context.Context) (*Status, error) {
 	st := &Status{Plan: r.plan.Name, Tables: []ShardStatus{}, Leases: []LeaseStatus{}, Totals: []TableTotal{}}
 	var exists bool
@@ -46,10 +46,9 @@ func (r *Runner) Status(ctx context.Context) (*Status, error) {
 			if t, ok := r.plan.Table(cp.Shard.Table); ok {
 				name = t.Name
 			}
-			base := leaseBase(cp.Shard)
-			n, last, err := r.records.Takeovers(ctx, base, r.plan.TakeoverWindow)
+			n, last, err := r.records.Takeovers(ctx, cp.Shard, r.plan.TakeoverWindow)
 			if err != nil {
-				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
+				return nil, fmt.Errorf("target %s: %w", r.plan.Target, err)
 			}
 			lastJSON := json.RawMessage("null")
 			if json.Valid([]byte(last)) {
@@ -60,9 +59,9 @@ func (r *Runner) Status(ctx context.Context) (*Status, error) {
 				Token: int64(cp.Token), UpdatedAt: cp.UpdatedAt.UTC().Format(time.RFC3339Nano),
 				Watermark: int64(w), Holder: holder, Takeovers: n, LastTakeover: lastJSON,
 			}
-			switch p, ok, err := r.records.ReadProgress(ctx, base); {
+			switch p, ok, err := r.records.ReadProgress(ctx, cp.Shard); {
 			case err != nil:
-				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
+				return nil, fmt.Errorf("target %s: %w", r.plan.Target, err)
 			case cp.State == cursor.Done:
 				ss.EtaMs = new(int64(0))
 				if ok && p.TableRows > 0 {
@@ -155,7 +154,7 @@ func (r *Runner) leases(ctx context.Context, st *Status) (map[fence.Shard]string
 			s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i}
 			info, err := r.locker.Inspect(ctx, leaseBase(s))
 			if err != nil {
-				return nil, fmt.Errorf("redis %s: %w", r.plan.Redis, err)
+				return nil, fmt.Errorf("lock %s: %w", r.locker, err)
 			}
 			if info.Held {
 				holders[s] = info.Owner
@@ -188,4 +187,44 @@ func (r *Runner) Resume(ctx context.Context, table string, shard int) (int64, er
 		r.log.Info("halted shards resumed", "plan", r.plan.Name, "table", table, "shard", shard, "count", n)
 	}
 	return n, err
+}
+
+// leaseShards are the shards whose leases the plan takes: every table's,
+// and its post-load phase's.
+func (r *Runner) leaseShards() []fence.Shard {
+	var out []fence.Shard
+	for _, t := range r.plan.Tables {
+		for i := range t.Shards {
+			out = append(out, fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i})
+		}
+	}
+	return append(out, postLoadShard(r.plan))
+}
+
+// RememberedLeases counts the plan's leases that the lock service keeps a
+// holder of, present or past: a drill starts from none.
+func (r *Runner) RememberedLeases(ctx context.Context) (int, error) {
+	n := 0
+	for _, s := range r.leaseShards() {
+		info, err := r.locker.Inspect(ctx, leaseBase(s))
+		if err != nil {
+			return 0, fmt.Errorf("lock %s: %w", r.locker, err)
+		}
+		if info.Held || info.Last.Owner != "" {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// ForgetLeases deletes what the lock service keeps of the plan's leases
+// (a drill's --reset, with the target's rows of the plan); a held lease
+// is an error.
+func (r *Runner) ForgetLeases(ctx context.Context) error {
+	for _, s := range r.leaseShards() {
+		if err := r.locker.Forget(ctx, leaseBase(s)); err != nil {
+			return fmt.Errorf("lock %s: %w", r.locker, err)
+		}
+	}
+	return nil
 }

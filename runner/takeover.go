@@ -47,13 +47,13 @@ func (h *holding) beginTakeover(elect, recovered time.Duration) error {
 		ErrHalted, s, n, r.plan.TakeoverWindow, r.plan.MaxTakeovers)
 }
 
-// countTakeover records the takeover in Redis and returns how many the
-// shard has seen within the plan's takeover window, this one included; 0
-// when Redis could not tell (the takeover goes on: the counter is a guard,
-// not a condition of recovery).
+// countTakeover records the takeover in the target and returns how many
+// the shard has seen within the plan's takeover window, this one included;
+// 0 when the target could not tell (the takeover goes on: the counter is a
+// guard, not a condition of recovery).
 func (r *Runner) countTakeover(ctx context.Context, s fence.Shard, tk *Takeover, log *slog.Logger) int64 {
 	rec, _ := json.Marshal(tk)
-	n, err := r.records.RecordTakeover(ctx, leaseBase(s), tk.Token, r.plan.TakeoverWindow, string(rec))
+	n, err := r.records.RecordTakeover(ctx, s, tk.Token, r.plan.TakeoverWindow, string(rec))
 	if err != nil {
 		log.Warn("could not count the takeover", "err", err)
 		return 0
@@ -74,17 +74,20 @@ func (r *Runner) noteTakeover(ctx context.Context, s fence.Shard, tk *Takeover, 
 		RTO: ms(tk.RtoMs), Predicted: ms(tk.PredictedRtoMs), Token: tk.Token, Expired: true,
 	})
 	rec, _ := json.Marshal(tk)
-	if err := r.records.NoteTakeover(ctx, leaseBase(s), r.plan.TakeoverWindow, string(rec)); err != nil {
+	if err := r.records.NoteTakeover(ctx, s, tk.Token, string(rec)); err != nil {
 		log.Warn("could not record the takeover's RTO", "err", err)
 	}
 }
 
 // predictedRTO is the longest wait the configuration allows before a
-// standby takes over: the lease's TTL from the holder's last renewal, plus
-// the standby's poll period, TTL/10 (lock.Options.PollEvery). Failure
+// standby takes over, on the plan's lock service (lock.Locker.MaxWait):
+// the lease's TTL (a ZooKeeper session's timeout) from the holder's last
+// renewal, plus how late the standby can learn of the expiry — its poll
+// period, TTL/10, for Redis and a database; the service's expiry check
+// for etcd and ZooKeeper, whose standbys are told at once. Failure
 // detection runs inside that countdown and is not added again (SPEC §6).
 func (r *Runner) predictedRTO() time.Duration {
-	return r.plan.LeaseTTL + r.plan.LeaseTTL/10
+	return r.locker.MaxWait()
 }
 
 // neighbourhood is the result of a takeover's check of the resume point.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Private PostgreSQL, MariaDB and Redis servers for development, tests and the demo.
+# Private PostgreSQL, MariaDB, Redis, etcd and ZooKeeper servers for development, tests
+# and the demo.
 #
-#   scripts/services.sh start    install what is missing (apt-get), start the servers, print their URLs
+#   scripts/services.sh start [all|pg|mysql|redis|etcd|zk]
+#                                install what is missing (apt-get), start the servers, print their URLs
 #   scripts/services.sh stop     stop the servers started here (by PID)
 #   scripts/services.sh status   say which are running
 #   scripts/services.sh env      print the URLs as shell exports (servers must be running)
@@ -15,6 +17,8 @@ DIR=${MIGRATE_SVC_DIR:-/tmp/migrate-services}
 PG_PORT=${MIGRATE_PG_PORT:-25432}
 MY_PORT=${MIGRATE_MYSQL_PORT:-23306}
 REDIS_PORT=${MIGRATE_REDIS_PORT:-26379}
+ETCD_PORT=${MIGRATE_ETCD_PORT:-22379}     # and the next port for its peers
+ZK_PORT=${MIGRATE_ZK_PORT:-22181}
 # Local throwaway credentials for private test servers; not secrets of any real system.
 PG_USER=migrate PG_PASS=pg-local-pw
 MY_USER=migrate MY_PASS=my-local-pw
@@ -24,19 +28,31 @@ log() { echo "services: $*" >&2; }
 pg_url()    { echo "postgres://$PG_USER:$PG_PASS@127.0.0.1:$PG_PORT/migrate?sslmode=disable"; }
 my_url()    { echo "mysql://$MY_USER:$MY_PASS@127.0.0.1:$MY_PORT/migrate"; }
 redis_url() { echo "redis://127.0.0.1:$REDIS_PORT/0"; }
+etcd_url()  { echo "etcd://127.0.0.1:$ETCD_PORT/migrate"; }
+zk_url()    { echo "zk://127.0.0.1:$ZK_PORT/migrate"; }
 
 print_env() {
   echo "export MIGRATE_TEST_PG='$(pg_url)'"
   echo "export MIGRATE_TEST_MYSQL='$(my_url)'"
   echo "export MIGRATE_TEST_REDIS='$(redis_url)'"
+  echo "export MIGRATE_TEST_ETCD='$(etcd_url)'"
+  echo "export MIGRATE_TEST_ZK='$(zk_url)'"
 }
 
-alive() { [ -f "$1" ] && kill -0 "$(head -n1 "$1")" 2>/dev/null; }
+# alive PIDFILE: the process runs. A zombie does not: a server SIGKILLed a
+# moment ago stays one until init reaps it, and its pid file is stale.
+alive() {
+  [ -f "$1" ] || return 1
+  local p; p=$(head -n1 "$1")
+  kill -0 "$p" 2>/dev/null || return 1
+  case "$(ps -o stat= -p "$p" 2>/dev/null)" in Z*|"") return 1 ;; esac
+}
 
 apt_updated=
 need_pkg() { # need_pkg COMMAND PACKAGE...
   command -v "$1" >/dev/null 2>&1 && return 0
   [ -x "/usr/sbin/$1" ] && return 0
+  case "$1" in /*) [ -e "$1" ] && return 0 ;; esac
   log "installing ${*:2} with apt-get"
   if [ -z "$apt_updated" ]; then apt-get update -qq >&2; apt_updated=1; fi
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${@:2}" >&2
@@ -136,13 +152,62 @@ start_redis() {
   wait_for 30 Redis redis-cli -p "$REDIS_PORT" ping
 }
 
+# tcp_ready PORT: something accepts connections on 127.0.0.1:PORT.
+tcp_ready() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# etcd_healthy PORT: the etcd there has a leader and answers.
+etcd_healthy() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && grep -q '"health":"true"' <&3) 2>/dev/null
+}
+
+start_etcd() {
+  need_pkg etcd etcd-server
+  local pid=$DIR/etcd.pid peer=$((ETCD_PORT + 1))
+  if alive "$pid"; then return 0; fi
+  mkdir -p "$DIR/etcd"
+  # A short heartbeat and election timeout: a one-member cluster elects
+  # itself at once, and leases may be as short as one second.
+  setsid etcd --name migrate --data-dir "$DIR/etcd" \
+    --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "migrate=http://127.0.0.1:$peer" --heartbeat-interval 50 --election-timeout 500 \
+    >"$DIR/etcd.log" 2>&1 9>&- &
+  echo $! >"$pid"
+  wait_for 30 etcd etcd_healthy "$ETCD_PORT"
+}
+
+# zk_java: the java that runs Debian's ZooKeeper, with its classpath.
+zk_java() { echo "java -cp /usr/share/java/zookeeper.jar:/etc/zookeeper/conf_example"; }
+
+start_zk() {
+  need_pkg /usr/share/java/zookeeper.jar zookeeper
+  local pid=$DIR/zk.pid
+  if alive "$pid"; then return 0; fi
+  mkdir -p "$DIR/zk"
+  # tickTime 100ms: sessions expire within a tenth of a second of their
+  # timeout, which may be as short as 200ms and as long as two minutes.
+  cat >"$DIR/zk.cfg" <<CONF
+tickTime=100
+dataDir=$DIR/zk
+clientPort=$ZK_PORT
+clientPortAddress=127.0.0.1
+maxSessionTimeout=120000
+admin.enableServer=false
+4lw.commands.whitelist=srvr,ruok
+CONF
+  setsid $(zk_java) -Dzookeeper.log.dir="$DIR" org.apache.zookeeper.server.quorum.QuorumPeerMain "$DIR/zk.cfg" \
+    >"$DIR/zk.log" 2>&1 9>&- &
+  echo $! >"$pid"
+  wait_for 60 ZooKeeper tcp_ready "$ZK_PORT"
+}
+
 stop_all() {
   local bin
   if [ -f "$DIR/pg/postmaster.pid" ] && bin=$(pg_bin); then
     runuser -u postgres -- "$bin/pg_ctl" -D "$DIR/pg" -m fast -w stop >&2 || true
   fi
   local f
-  for f in "$DIR/mysqlrun/mysql.pid" "$DIR/redis.pid"; do
+  for f in "$DIR/mysqlrun/mysql.pid" "$DIR/redis.pid" "$DIR/etcd.pid" "$DIR/zk.pid"; do
     if alive "$f"; then
       local p; p=$(head -n1 "$f"); kill "$p"
       for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
@@ -156,6 +221,8 @@ status() {
   if alive "$DIR/pg/postmaster.pid"; then echo "postgres  running  $(pg_url | sed 's/:[^:@]*@/:xxxxx@/')"; else echo "postgres  stopped"; rc=1; fi
   if alive "$DIR/mysqlrun/mysql.pid"; then echo "mariadb   running  $(my_url | sed 's/:[^:@]*@/:xxxxx@/')"; else echo "mariadb   stopped"; rc=1; fi
   if alive "$DIR/redis.pid"; then echo "redis     running  $(redis_url)"; else echo "redis     stopped"; rc=1; fi
+  if alive "$DIR/etcd.pid"; then echo "etcd      running  $(etcd_url)"; else echo "etcd      stopped"; rc=1; fi
+  if alive "$DIR/zk.pid"; then echo "zookeeper running  $(zk_url)"; else echo "zookeeper stopped"; rc=1; fi
   return $rc
 }
 
@@ -167,10 +234,12 @@ case "${1:-}" in
     case "$only" in all|pg) start_pg ;; esac
     case "$only" in all|mysql) start_mysql ;; esac
     case "$only" in all|redis) start_redis ;; esac
+    case "$only" in all|etcd) start_etcd ;; esac
+    case "$only" in all|zk) start_zk ;; esac
     print_env
     ;;
   stop) mkdir -p "$DIR"; exec 9>"$DIR/.lock"; flock 9; stop_all ;;
   status) status ;;
   env) print_env ;;
-  *) echo "usage: $0 start [all|pg|mysql|redis] | stop | status | env" >&2; exit 2 ;;
+  *) echo "usage: $0 start [all|pg|mysql|redis|etcd|zk] | stop | status | env" >&2; exit 2 ;;
 esac

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# The test command: start private PostgreSQL, MariaDB and Redis (installing
+# The test command: start private PostgreSQL, MariaDB, Redis, etcd and ZooKeeper (installing
 # what is missing), check formatting and vet, run staticcheck, run every test
 # against the real services.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 eval "$(scripts/services.sh start)"
-export MIGRATE_TEST_PG MIGRATE_TEST_MYSQL MIGRATE_TEST_REDIS
+export MIGRATE_TEST_PG MIGRATE_TEST_MYSQL MIGRATE_TEST_REDIS MIGRATE_TEST_ETCD MIGRATE_TEST_ZK
 
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))

@@ -135,6 +135,7 @@ type env struct {
 	src, dst       *engine
 	srcURL, dstURL string
 	redisURL       string
+	lock           string // the plan's lock: ("db", an etcd:// or zk:// URL); "" for redis: redisURL
 	srcDB, dstDB   *sql.DB
 	leaseTTL       string
 	batchSize      int
@@ -183,8 +184,12 @@ func (e *env) plan(t *testing.T, tables ...planTable) string {
 		return strings.Join(q, ", ")
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "name: %s\nsource: %q\ntarget: %q\nredis: %q\nlease_ttl: %s\nbatch_size: %d\n",
-		e.name, e.srcURL, e.dstURL, e.redisURL, e.leaseTTL, e.batchSize)
+	lockLine := fmt.Sprintf("redis: %q", e.redisURL)
+	if e.lock != "" {
+		lockLine = fmt.Sprintf("lock: %q", e.lock)
+	}
+	fmt.Fprintf(&b, "name: %s\nsource: %q\ntarget: %q\n%s\nlease_ttl: %s\nbatch_size: %d\n",
+		e.name, e.srcURL, e.dstURL, lockLine, e.leaseTTL, e.batchSize)
 	if e.maxRetries > 0 {
 		fmt.Fprintf(&b, "max_retries: %d\n", e.maxRetries)
 	}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/migrate-dev/migrate/drill"
+	"github.com/migrate-dev/migrate/internal/netfault"
 )
 
 // migrateBin is the binary built by TestMain.
@@ -191,16 +191,16 @@ func poll(t *testing.T, timeout time.Duration, what string, fn func() bool) {
 	}
 }
 
-// proxied starts a drill.Proxy in front of the host:port of rawURL and
+// proxied starts a netfault.Proxy in front of the host:port of rawURL and
 // returns it with rawURL rewritten to go through it; the proxy is closed
 // when the test ends.
-func proxied(t *testing.T, name, rawURL string) (*drill.Proxy, string) {
+func proxied(t *testing.T, name, rawURL string) (*netfault.Proxy, string) {
 	t.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	px, err := drill.NewProxy(name, u.Host)
+	px, err := netfault.NewProxy(name, u.Host)
 	if err != nil {
 		t.Fatal(err)
 	}

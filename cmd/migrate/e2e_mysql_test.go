@@ -260,7 +260,7 @@ func TestMySQL_ClientFoundRowsL4(t *testing.T) {
 	if tok <= w || !strings.HasPrefix(owner, "after-") {
 		t.Errorf("watermark %d of %q, want above %d, by the second run", tok, owner, w)
 	}
-	if !strings.Contains(r.stderr, "raising the counter") {
+	if !strings.Contains(r.stderr, "raising its tokens") {
 		t.Errorf("the second run never saw its claim refused (no L4 raise):\n%s", r)
 	}
 	if rep.StaleRejections != 0 || rep.RowsWritten != n-before.rowsDone {

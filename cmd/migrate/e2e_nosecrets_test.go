@@ -367,7 +367,7 @@ func TestWrongPassword(t *testing.T) {
 	secrets := secretForms(pass, wrong, redisPass, "wrong-"+redisPass)
 
 	for _, tc := range []struct{ name, end string }{
-		{"source postgres", "source"}, {"target postgres", "target"}, {"target mysql", "target"}, {"redis", "redis"},
+		{"source postgres", "source"}, {"target postgres", "target"}, {"target mysql", "target"}, {"redis", "lock"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

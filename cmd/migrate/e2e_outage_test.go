@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/migrate-dev/migrate/drill"
+	"github.com/migrate-dev/migrate/internal/netfault"
 	"github.com/migrate-dev/migrate/internal/testsvc"
 )
 
@@ -235,7 +235,7 @@ func TestRun_UnavailableAtStart(t *testing.T) {
 	inDirections(t, []direction{pgToPG, myToPG, pgToMy, myToMy}, func(t *testing.T, e *env) {
 		const n = 20000
 		seedBig(t, e, "big", n)
-		var p *drill.Proxy
+		var p *netfault.Proxy
 		p, e.dstURL = proxied(t, "start-"+e.dst.name, e.dstURL)
 		if err := p.Cut(); err != nil {
 			t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/lock/redislock"
 )
 
 // TestRepair: repair copies missing and changed rows again under the lease
@@ -79,7 +80,7 @@ func TestRepair_LeaseHeld(t *testing.T) {
 	}
 	rdb := redis.NewClient(opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	l, err := lock.New(rdb, lock.Options{TTL: 30 * time.Second})
+	l, err := lock.New(redislock.New(rdb, "redis", nil), lock.Options{TTL: 30 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

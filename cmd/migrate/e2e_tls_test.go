@@ -131,7 +131,7 @@ func TestTLS_AllEnds(t *testing.T) {
 	}{
 		{"postgres", "source", withQuery(t, pgURL, "sslrootcert", certs.WrongCAFile), myURL, rd.URL},
 		{"mysql", "target", pgURL, withQuery(t, myURL, "tls-ca", certs.WrongCAFile), rd.URL},
-		{"redis", "redis", pgURL, myURL, withQuery(t, rd.URL, "tls_ca_file", certs.WrongCAFile)},
+		{"redis", "lock", pgURL, myURL, withQuery(t, rd.URL, "tls_ca_file", certs.WrongCAFile)},
 	}
 	for _, c := range wrongCA {
 		t.Run("wrong CA "+c.name, func(t *testing.T) {

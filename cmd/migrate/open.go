@@ -10,6 +10,8 @@ import (
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/lock/dblock"
+	"github.com/migrate-dev/migrate/lock/redislock"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/records"
 	"github.com/migrate-dev/migrate/runner"
@@ -17,10 +19,10 @@ import (
 )
 
 // openRunner is the wiring of every command that works a plan: it
-// connects to the plan's target and Redis, and to its source unless
+// connects to the plan's target and lock service, and to its source unless
 // targetOnly (status, resume); builds the lease, fence and cursor over
-// them, and the takeover and progress records in Redis; and waits out a service that is briefly unavailable at start
-// (runner.Ping).
+// them, and the takeover and progress records in the target; and waits
+// out a service that is briefly unavailable at start (runner.Ping).
 func openRunner(ctx context.Context, plan *plans.Plan, opts runner.Options, targetOnly bool) (*runner.Runner, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
@@ -59,14 +61,17 @@ func openRunner(ctx context.Context, plan *plans.Plan, opts runner.Options, targ
 		}
 		return db, err
 	}
-	if svc.Redis, err = lock.Dial(plan.Redis.Secret()); err != nil {
-		return fail(fmt.Errorf("redis DSN %s: %w", plan.Redis, err))
-	}
-	svc.Locker, err = lock.New(svc.Redis, lock.Options{TTL: plan.LeaseTTL, Logger: opts.Log, OnRenewFailure: runner.RenewFailed(plan, opts.Metrics)})
+	b, err := openLock(ctx, plan, opts.Log)
 	if err != nil {
 		return fail(err)
 	}
-	svc.Records = records.New(svc.Redis)
+	svc.Locker, err = lock.New(b, lock.Options{TTL: plan.LeaseTTL, Logger: opts.Log, OnRenewFailure: runner.RenewFailed(plan, opts.Metrics)})
+	if err != nil {
+		_ = b.Close()
+		return fail(err)
+	}
+	svc.LockInTarget = plan.LockInTarget()
+	svc.Records = records.New(svc.Target, svc.TargetSQL)
 	svc.Fence, svc.Cursor = fence.New(svc.TargetSQL), cursor.New(svc.TargetSQL)
 	r := runner.New(plan, opts, svc)
 	if err := r.Ping(ctx); err != nil {
@@ -74,6 +79,43 @@ func openRunner(ctx context.Context, plan *plans.Plan, opts runner.Options, targ
 		return nil, err
 	}
 	return r, nil
+}
+
+// lockPool is the connections of a lease table (lock/dblock): renewals are
+// short and one at a time per shard.
+const lockPool = 4
+
+// openLock opens the plan's lock service (plans.Plan.Lock): Redis, etcd or
+// ZooKeeper, or a lease table in a database — the target's when the plan
+// names none. A database briefly unavailable at start is waited out as
+// the others are (runner.Ping).
+func openLock(ctx context.Context, plan *plans.Plan, log *slog.Logger) (lock.Backend, error) {
+	d := plan.Lock
+	switch d.Engine() {
+	case plans.Redis:
+		rdb, err := redislock.Dial(d.Secret())
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", d, err)
+		}
+		return redislock.New(rdb, d.String(), log), nil
+	}
+	name := "db " + d.String()
+	if d.IsZero() {
+		d, name = plan.Target, "db (the target "+plan.Target.String()+")"
+	}
+	s := dialect.SessionFor(plan.LeaseTTL)
+	s.Durable = true
+	var db *sql.DB
+	var dd dialect.Dialect
+	err := runner.WhileUnavailable(ctx, plan.MaxOutage, log, "unavailable at start, retrying", func() (err error) {
+		db, dd, err = openDB(ctx, d, s)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", name, err)
+	}
+	db.SetMaxOpenConns(lockPool)
+	return dblock.New(db, dd, name, log), nil
 }
 
 // resolve finds the plan's tables and keys in its source when it needs

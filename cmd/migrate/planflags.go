@@ -17,7 +17,7 @@ import (
 
 // planFlags are the flags every command shares: the plan file, or the
 // plan-less one-table form. Environment fallbacks: MIGRATE_PLAN,
-// MIGRATE_SOURCE, MIGRATE_TARGET, MIGRATE_REDIS.
+// MIGRATE_SOURCE, MIGRATE_TARGET, MIGRATE_LOCK, MIGRATE_REDIS.
 type planFlags struct {
 	path    string
 	o       plans.Overrides
@@ -30,7 +30,8 @@ func (pf *planFlags) register(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&pf.o.Source, "source", os.Getenv("MIGRATE_SOURCE"), "source DSN (overrides the plan); env MIGRATE_SOURCE")
 	fs.StringVar(&pf.o.Target, "target", os.Getenv("MIGRATE_TARGET"), "target DSN (overrides the plan); env MIGRATE_TARGET")
-	fs.StringVar(&pf.o.Redis, "redis", os.Getenv("MIGRATE_REDIS"), "Redis URL (overrides the plan); env MIGRATE_REDIS")
+	fs.StringVar(&pf.o.Lock, "lock", os.Getenv("MIGRATE_LOCK"), "lock service that grants the leases (overrides the plan): db (the target database, the default), redis://…, etcd://h1:2379,h2:2379/prefix, zk://h1:2181/prefix, or a postgres:// or mysql:// database; env MIGRATE_LOCK")
+	fs.StringVar(&pf.o.Redis, "redis", os.Getenv("MIGRATE_REDIS"), "Redis URL: --lock redis://… (overrides the plan); env MIGRATE_REDIS")
 	fs.StringVar(&pf.o.Name, "name", "", "plan name (plan-less form; default from the table)")
 	fs.StringVar(&pf.o.Table, "table", "", "source table (plan-less form), or the one plan table to use")
 	fs.StringVar(&pf.o.TargetTable, "target-table", "", "target table name (default: the source table's)")
@@ -45,14 +46,14 @@ func (pf *planFlags) register(fs *flag.FlagSet) {
 }
 
 func (pf *planFlags) load() (*plans.Plan, error) {
-	for _, s := range []string{pf.o.Source, pf.o.Target, pf.o.Redis} {
+	for _, s := range []string{pf.o.Source, pf.o.Target, pf.o.Redis, pf.o.Lock} {
 		if d, err := plans.ParseDSN(s); err == nil {
 			rememberPasswords(d)
 		}
 	}
 	p, err := pf.loadPlan()
 	if p != nil {
-		rememberPasswords(p.Source, p.Target, p.Redis)
+		rememberPasswords(p.Source, p.Target, p.Lock)
 	}
 	return p, err
 }
@@ -66,7 +67,7 @@ func (pf *planFlags) loadPlan() (*plans.Plan, error) {
 		return p, err
 	}
 	if pf.o.Table == "" && pf.o.Include == "" && pf.o.Exclude == "" {
-		return nil, usageError{"no plan: give -p PLAN, or --source, --target, --redis and --table (or --include to copy every table that matches)"}
+		return nil, usageError{"no plan: give -p PLAN, or --source, --target and --table (or --include to copy every table that matches); --lock URL for a lock service other than the target database"}
 	}
 	return plans.FromFlags(pf.o)
 }
@@ -98,7 +99,7 @@ func passwordsKnown() []string {
 // dsnFlags are the flags that take a DSN, with the environment variable
 // that can carry it instead.
 var dsnFlags = []struct{ name, env string }{
-	{"source", "MIGRATE_SOURCE"}, {"target", "MIGRATE_TARGET"}, {"redis", "MIGRATE_REDIS"},
+	{"source", "MIGRATE_SOURCE"}, {"target", "MIGRATE_TARGET"}, {"lock", "MIGRATE_LOCK"}, {"redis", "MIGRATE_REDIS"},
 }
 
 // argvPasswords returns the DSN flags in args (the command line after the

@@ -78,7 +78,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return printFailure(stdout, *f.asJSON, &runner.Report{Plan: plan.Name, Instance: *f.instance, Owner: opts.Owner}, err)
 	}
-	opts.Log.Info("starting", "plan", plan.Name, "owner", opts.Owner, "source", plan.Source, "target", plan.Target, "redis", plan.Redis)
+	opts.Log.Info("starting", "plan", plan.Name, "owner", opts.Owner, "source", plan.Source, "target", plan.Target, "lock", plan.LockName())
 	r, err := openRunner(ctx, plan, opts, false)
 	if err != nil {
 		return printFailure(stdout, *f.asJSON, &runner.Report{Plan: plan.Name, Instance: *f.instance, Owner: opts.Owner}, err)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/migrate-dev/migrate/drill"
+	"github.com/migrate-dev/migrate/internal/netfault"
 	"github.com/migrate-dev/migrate/internal/testsvc"
 )
 
@@ -101,7 +101,7 @@ type soakRound struct {
 type soakProc struct {
 	name          string
 	p             *proc
-	target, redis *drill.Proxy
+	target, redis *netfault.Proxy
 	stopped       bool // SIGSTOPped by us
 	killed        bool
 }

@@ -39,8 +39,8 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return err
 		}
 	}
-	fmt.Fprintf(stdout, "plan %s is valid: %d table(s), source %s, target %s, redis %s, batch %d, lease ttl %s\n",
-		p.Name, len(p.Tables), p.Source, p.Target, p.Redis, p.BatchSize, p.LeaseTTL)
+	fmt.Fprintf(stdout, "plan %s is valid: %d table(s), source %s, target %s, lock %s, batch %d, lease ttl %s\n",
+		p.Name, len(p.Tables), p.Source, p.Target, p.LockName(), p.BatchSize, p.LeaseTTL)
 	for _, t := range p.Tables {
 		shards := "auto"
 		if t.Shards != plans.ShardsAuto {

@@ -77,9 +77,12 @@ func (s *PostgresServer) Crash() {
 		}
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
-	waitFor(s.t, "postgres to die", func() bool {
+	// Gone, not only dead: PostgreSQL refuses to start while its lock
+	// file names a process that exists, and a zombie does until init
+	// reaps it (a second or two on these machines).
+	waitFor(s.t, "postgres to die and be reaped", func() bool {
 		for _, p := range pids {
-			if alive(p) {
+			if _, err := os.Stat("/proc/" + p); err == nil {
 				return false
 			}
 		}
@@ -90,15 +93,4 @@ func (s *PostgresServer) Crash() {
 		}
 		return true
 	})
-}
-
-// alive reports whether process pid exists and is not a zombie (a zombie
-// left to an init that does not reap holds nothing).
-func alive(pid string) bool {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
 }

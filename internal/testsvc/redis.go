@@ -6,7 +6,7 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/migrate-dev/migrate/internal/redisproc"
+	"github.com/migrate-dev/migrate/internal/svcproc"
 )
 
 // RedisServer is a private redis-server process for one test, for faults the
@@ -14,7 +14,7 @@ import (
 type RedisServer struct {
 	t   testing.TB
 	URL string
-	srv *redisproc.Server
+	srv *svcproc.Server
 }
 
 // StartRedis starts a private redis-server on 127.0.0.1 and a free port. With
@@ -23,16 +23,16 @@ type RedisServer struct {
 func StartRedis(t testing.TB, persist bool) *RedisServer {
 	t.Helper()
 	RedisURL(t) // makes sure redis-server is installed
-	bin, err := redisproc.Find("redis-server")
+	bin, err := svcproc.FindRedis("redis-server")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := redisproc.Start(context.Background(), bin, t.TempDir(), persist, func(c *exec.Cmd) { c.Stdout, c.Stderr = os.Stderr, os.Stderr })
+	srv, err := svcproc.StartRedis(context.Background(), bin, t.TempDir(), persist, func(c *exec.Cmd) { c.Stdout, c.Stderr = os.Stderr, os.Stderr })
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(srv.Kill)
-	return &RedisServer{t: t, URL: srv.URL(), srv: srv}
+	return &RedisServer{t: t, URL: svcproc.RedisURL(srv), srv: srv}
 }
 
 // Start starts the server again and waits until it accepts connections.
@@ -50,5 +50,19 @@ func (s *RedisServer) Stop() { s.srv.Kill() }
 func (s *RedisServer) Restart() {
 	s.t.Helper()
 	s.Stop()
+	s.Start()
+}
+
+// Addr is the server's host:port.
+func (s *RedisServer) Addr() string { return s.srv.Addr() }
+
+// RestartWiped stops the server at once and starts it again with none of
+// its data, as a replacement that lost it would.
+func (s *RedisServer) RestartWiped() {
+	s.t.Helper()
+	s.Stop()
+	if err := s.srv.Wipe(); err != nil {
+		s.t.Fatal(err)
+	}
 	s.Start()
 }

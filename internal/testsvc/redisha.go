@@ -16,19 +16,19 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/migrate-dev/migrate/internal/redisproc"
+	"github.com/migrate-dev/migrate/internal/svcproc"
 )
 
 // startRedisNode starts one private redis-server with more options (args),
 // and a config file first when conf is not "" (written into its folder).
-func startRedisNode(t testing.TB, conf string, args ...string) *redisproc.Server {
+func startRedisNode(t testing.TB, conf string, args ...string) *svcproc.Server {
 	t.Helper()
 	RedisURL(t) // makes sure redis-server is installed
-	bin, err := redisproc.Find("redis-server")
+	bin, err := svcproc.FindRedis("redis-server")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := redisproc.New(bin, t.TempDir(), false, func(c *exec.Cmd) { c.Stdout, c.Stderr = os.Stderr, os.Stderr })
+	srv, err := svcproc.Redis(bin, t.TempDir(), false, func(c *exec.Cmd) { c.Stdout, c.Stderr = os.Stderr, os.Stderr })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,14 +71,14 @@ func waitFor(t testing.TB, what string, cond func() bool) {
 // RedisCluster is a private Redis Cluster of primaries only.
 type RedisCluster struct {
 	URL   string // redis+cluster://… naming every node
-	Nodes []*redisproc.Server
+	Nodes []*svcproc.Server
 }
 
 // StartRedisCluster starts a Redis Cluster of n primaries on 127.0.0.1, the
 // 16384 slots split evenly, and waits until every node reports it ok.
 func StartRedisCluster(t testing.TB, n int) *RedisCluster {
 	t.Helper()
-	rc := startCluster(t, n, nil, func(args ...string) *redisproc.Server { return startRedisNode(t, "", args...) })
+	rc := startCluster(t, n, nil, func(args ...string) *svcproc.Server { return startRedisNode(t, "", args...) })
 	rc.URL = "redis+cluster://" + rc.URL
 	return rc
 }
@@ -87,7 +87,7 @@ func StartRedisCluster(t testing.TB, n int) *RedisCluster {
 // the slots among them, has them meet and waits until each is ok, talking
 // to them with tlsConf (nil: plain). URL is set to "host:port?addr=…&addr=…"
 // for the caller to put a scheme before.
-func startCluster(t testing.TB, n int, tlsConf *tls.Config, start func(args ...string) *redisproc.Server) *RedisCluster {
+func startCluster(t testing.TB, n int, tlsConf *tls.Config, start func(args ...string) *svcproc.Server) *RedisCluster {
 	t.Helper()
 	ctx := context.Background()
 	rc := &RedisCluster{}
@@ -130,9 +130,9 @@ func startCluster(t testing.TB, n int, tlsConf *tls.Config, start func(args ...s
 type RedisSentinel struct {
 	t        testing.TB
 	URL      string // redis+sentinel://… of the sentinel
-	Primary  *redisproc.Server
-	Replica  *redisproc.Server
-	Sentinel *redisproc.Server
+	Primary  *svcproc.Server
+	Replica  *svcproc.Server
+	Sentinel *svcproc.Server
 }
 
 // StartRedisSentinel starts the three and waits until the sentinel knows the

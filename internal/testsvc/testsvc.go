@@ -1,6 +1,8 @@
-// Package testsvc gives tests real PostgreSQL, MariaDB and Redis servers.
+// Package testsvc gives tests real PostgreSQL, MariaDB, Redis, etcd and
+// ZooKeeper servers.
 //
-// The URLs come from MIGRATE_TEST_PG, MIGRATE_TEST_MYSQL and MIGRATE_TEST_REDIS;
+// The URLs come from MIGRATE_TEST_PG, MIGRATE_TEST_MYSQL, MIGRATE_TEST_REDIS,
+// MIGRATE_TEST_ETCD and MIGRATE_TEST_ZK;
 // when one is unset, the project's own scripts/services.sh starts private
 // servers on 127.0.0.1 (installing what is missing with apt-get) and reports
 // theirs. A missing service is a test failure, never a skip.
@@ -96,6 +98,14 @@ func MySQLURL(t testing.TB) string { return serviceURL(t, "MIGRATE_TEST_MYSQL") 
 // RedisURL is the URL of the shared Redis server. Tests share it: use Prefix
 // for key names.
 func RedisURL(t testing.TB) string { return serviceURL(t, "MIGRATE_TEST_REDIS") }
+
+// EtcdURL is the etcd:// URL of the shared etcd server, with a key prefix
+// of its own. Tests share it: use Prefix for lease names.
+func EtcdURL(t testing.TB) string { return serviceURL(t, "MIGRATE_TEST_ETCD") }
+
+// ZooKeeperURL is the zk:// URL of the shared ZooKeeper server, with a
+// prefix of its own. Tests share it: use Prefix for lease names.
+func ZooKeeperURL(t testing.TB) string { return serviceURL(t, "MIGRATE_TEST_ZK") }
 
 // Prefix returns a name unique to this test run, usable in Redis keys, plan
 // names and database names ([a-z0-9_]).

@@ -25,7 +25,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/migrate-dev/migrate/internal/redisproc"
+	"github.com/migrate-dev/migrate/internal/svcproc"
 )
 
 // Certs are PEM files for TLS tests: a CA, a server certificate it signed
@@ -221,7 +221,7 @@ func tail(s string, lines int) string {
 
 // RedisTLS is a private redis-server that listens only with TLS.
 type RedisTLS struct {
-	Server   *redisproc.Server
+	Server   *svcproc.Server
 	Password string
 	// URL is rediss://:PASSWORD@127.0.0.1:PORT/0?tls_ca_file=CAFILE (the
 	// password percent-encoded).
@@ -253,17 +253,17 @@ func StartRedisTLS(t testing.TB, c *Certs, password string) *RedisTLS {
 // startRedisTLSNode starts one private redis-server that listens with TLS
 // only, on its Port, with conf as its config file and more options args;
 // it is stopped when the test ends.
-func startRedisTLSNode(t testing.TB, c *Certs, conf string, args ...string) *redisproc.Server {
+func startRedisTLSNode(t testing.TB, c *Certs, conf string, args ...string) *svcproc.Server {
 	t.Helper()
 	RedisURL(t) // makes sure redis-server is installed
-	bin, err := redisproc.Find("redis-server")
+	bin, err := svcproc.FindRedis("redis-server")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if out, _ := exec.Command("ldd", bin).Output(); !strings.Contains(string(out), "libssl") {
 		t.Fatalf("%s is not linked with libssl: this build of Redis has no TLS support", bin)
 	}
-	srv, err := redisproc.New(bin, t.TempDir(), false, func(c *exec.Cmd) { c.Stdout, c.Stderr = os.Stderr, os.Stderr })
+	srv, err := svcproc.Redis(bin, t.TempDir(), false, func(c *exec.Cmd) { c.Stdout, c.Stderr = os.Stderr, os.Stderr })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func (c *Certs) clientTLS(t testing.TB) *tls.Config {
 // certificate); its URL is rediss+cluster://…&tls_ca_file=CAFILE.
 func StartRedisClusterTLS(t testing.TB, c *Certs, n int) *RedisCluster {
 	t.Helper()
-	rc := startCluster(t, n, c.clientTLS(t), func(args ...string) *redisproc.Server {
+	rc := startCluster(t, n, c.clientTLS(t), func(args ...string) *svcproc.Server {
 		return startRedisTLSNode(t, c, "", append([]string{"--tls-cluster", "yes", "--tls-replication", "yes"}, args...)...)
 	})
 	rc.URL = "rediss+cluster://" + rc.URL + "&tls_ca_file=" + url.QueryEscape(c.CAFile)

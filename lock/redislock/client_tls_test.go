@@ -1,4 +1,4 @@
-package lock
+package redislock
 
 import (
 	"crypto/tls"
@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/migrate-dev/migrate/internal/testsvc"
+	"github.com/migrate-dev/migrate/lock"
 )
 
 // tlsTestPassword has characters every escaping changes.
@@ -39,7 +40,7 @@ func TestTLS_DialRedis(t *testing.T) {
 	if err := rdb.Ping(t.Context()).Err(); err != nil {
 		t.Fatalf("ping over TLS with the server's CA: %v", err)
 	}
-	leaseCycle(t, newLocker(t, rdb, Options{TTL: 2 * time.Second}), "migrate:{plan:tls:0}")
+	leaseCycle(t, newLocker(t, rdb, lock.Options{TTL: 2 * time.Second}), "migrate:{plan:tls:0}")
 
 	u, err := url.Parse(srv.URL)
 	if err != nil {
@@ -80,7 +81,7 @@ func TestTLS_DialSentinel(t *testing.T) {
 	t.Parallel()
 	certs := testsvc.NewCerts(t)
 	rdb := dial(t, testsvc.StartRedisSentinelTLS(t, certs))
-	leaseCycle(t, newLocker(t, rdb, Options{TTL: 2 * time.Second}), "migrate:{plan:tls:0}")
+	leaseCycle(t, newLocker(t, rdb, lock.Options{TTL: 2 * time.Second}), "migrate:{plan:tls:0}")
 }
 
 // TestTLS_DialOptions: tls_ca_file is taken out of the URL and becomes the

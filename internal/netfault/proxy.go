@@ -1,4 +1,7 @@
-package drill
+// Package netfault is a fault-injecting TCP proxy (toxiproxy, run in this
+// process): the network faults of drills and tests — a partition, a slow
+// link, connections reset, writes held back and delivered late.
+package netfault
 
 import (
 	"context"
@@ -15,7 +18,8 @@ import (
 
 // Proxy is a fault-injecting TCP proxy on 127.0.0.1 in front of one service
 // (toxiproxy, run in this process). Faults apply to the connections open
-// through it and to those opened later.
+// through it and to those opened later. A nil *Proxy is no proxy: Addr is
+// "", and Cut, Heal and Close do nothing.
 type Proxy struct {
 	p    *toxiproxy.Proxy
 	mu   sync.Mutex
@@ -33,29 +37,38 @@ func NewProxy(name, upstream string) (*Proxy, error) {
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), zerolog.Nop())
 	p := toxiproxy.NewProxy(srv, name, "127.0.0.1:0", upstream)
 	if err := p.Start(); err != nil {
-		return nil, fmt.Errorf("drill: proxy %s: %w", name, err)
+		return nil, fmt.Errorf("netfault: proxy %s: %w", name, err)
 	}
 	return &Proxy{p: p}, nil
 }
 
 // Addr is the proxy's listening address.
-func (p *Proxy) Addr() string { return p.p.Listen }
+func (p *Proxy) Addr() string {
+	if p == nil {
+		return ""
+	}
+	return p.p.Listen
+}
 
 // Close stops the proxy and closes every connection through it.
-func (p *Proxy) Close() { p.p.Stop() }
+func (p *Proxy) Close() {
+	if p != nil {
+		p.p.Stop()
+	}
+}
 
 func (p *Proxy) add(name, typ, dir string, attrs string) (*toxics.ToxicWrapper, error) {
 	w, err := p.p.Toxics.AddToxicJson(strings.NewReader(fmt.Sprintf(
 		`{"name": %q, "type": %q, "stream": %q, "attributes": %s}`, name, typ, dir, attrs)))
 	if err != nil {
-		return nil, fmt.Errorf("drill: proxy %s: add %s: %w", p.p.Name, name, err)
+		return nil, fmt.Errorf("netfault: proxy %s: add %s: %w", p.p.Name, name, err)
 	}
 	return w, nil
 }
 
 func (p *Proxy) remove(name string) error {
 	if err := p.p.Toxics.RemoveToxic(context.Background(), name); err != nil {
-		return fmt.Errorf("drill: proxy %s: remove %s: %w", p.p.Name, name, err)
+		return fmt.Errorf("netfault: proxy %s: remove %s: %w", p.p.Name, name, err)
 	}
 	return nil
 }
@@ -112,6 +125,9 @@ func (p *Proxy) Reset(d time.Duration) error {
 // Cut drops everything in both directions without closing a connection, as
 // a network partition does; new connections are accepted and hang.
 func (p *Proxy) Cut() error {
+	if p == nil {
+		return nil
+	}
 	for _, dir := range []string{"upstream", "downstream"} {
 		if _, err := p.add("cut_"+dir, "timeout", dir, `{"timeout": 0}`); err != nil {
 			return err
@@ -123,6 +139,9 @@ func (p *Proxy) Cut() error {
 // Heal ends a Cut. Bytes dropped meanwhile are lost: the clients' open
 // connections are broken and they reconnect.
 func (p *Proxy) Heal() error {
+	if p == nil {
+		return nil
+	}
 	for _, dir := range []string{"upstream", "downstream"} {
 		if err := p.remove("cut_" + dir); err != nil {
 			return err

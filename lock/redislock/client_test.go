@@ -1,4 +1,4 @@
-package lock
+package redislock
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/migrate-dev/migrate/internal/testsvc"
-	"github.com/migrate-dev/migrate/records"
+	"github.com/migrate-dev/migrate/lock"
 )
 
 func dial(t *testing.T, url string) redis.UniversalClient {
@@ -25,31 +25,34 @@ func dial(t *testing.T, url string) redis.UniversalClient {
 }
 
 // leaseCycle runs what a shard's lease goes through on rdb: grant, refusal
-// of a second owner, standby inspection, a takeover record, release, and
-// the next grant with a larger token. Every script touches several keys of
+// of a second owner, standby inspection, release, the next grant with a
+// larger token, a raise and a forget. Every script touches several keys of
 // one lease, which a cluster refuses (CROSSSLOT) unless they share a slot.
-func leaseCycle(t *testing.T, l *Locker, base string) {
+func leaseCycle(t *testing.T, l *lock.Locker, base string) {
 	t.Helper()
 	ctx := t.Context()
-	a := mustAcquire(t, l, base, NewOwnerID("a"))
-	if _, err := l.Acquire(ctx, base, NewOwnerID("b")); !errors.Is(err, ErrHeld) {
-		t.Fatalf("%s: second owner got %v, want ErrHeld", base, err)
+	a := mustAcquire(t, l, base, lock.NewOwnerID("a"))
+	if _, err := l.Acquire(ctx, base, lock.NewOwnerID("b")); !errors.Is(err, lock.ErrHeld) {
+		t.Fatalf("%s: second owner got %v, want lock.ErrHeld", base, err)
 	}
 	if info, err := l.Inspect(ctx, base); err != nil || !info.Held || info.Owner != a.Owner() {
 		t.Fatalf("%s: inspect = %+v, %v", base, info, err)
 	}
-	if n, err := records.New(l.rdb).RecordTakeover(ctx, base, a.Token(), time.Minute, `{"x":1}`); err != nil || n != 1 {
-		t.Fatalf("%s: record takeover = %d, %v", base, n, err)
-	}
 	if err := a.Release(ctx); err != nil {
 		t.Fatalf("%s: release: %v", base, err)
 	}
-	b := mustAcquire(t, l, base, NewOwnerID("b"))
+	b := mustAcquire(t, l, base, lock.NewOwnerID("b"))
 	if b.Token() != a.Token()+1 || b.Previous().Owner != a.Owner() {
 		t.Fatalf("%s: next grant token %d previous %+v, want %d after %s", base, b.Token(), b.Previous(), a.Token()+1, a.Owner())
 	}
 	if err := l.RaiseToken(ctx, base, b.Token()+10); err != nil {
 		t.Fatalf("%s: raise token: %v", base, err)
+	}
+	if err := b.Release(ctx); err != nil {
+		t.Fatalf("%s: release: %v", base, err)
+	}
+	if err := l.Forget(ctx, base); err != nil {
+		t.Fatalf("%s: forget: %v", base, err)
 	}
 }
 
@@ -69,12 +72,12 @@ func clusterSpread(t *testing.T, url, table string) {
 	if !ok {
 		t.Fatalf("%s gave a %T, want a cluster client", url, rdb)
 	}
-	l := newLocker(t, rdb, Options{TTL: 2 * time.Second})
+	l := newLocker(t, rdb, lock.Options{TTL: 2 * time.Second})
 	nodes := map[string]bool{}
 	for i := range 12 {
 		base := fmt.Sprintf("migrate:{plan:%s:%d}", table, i)
 		leaseCycle(t, l, base)
-		node, err := cc.MasterForKey(t.Context(), leaseKey(base))
+		node, err := cc.MasterForKey(t.Context(), LeaseKey(base))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,11 +96,11 @@ func TestDial_Sentinel(t *testing.T) {
 	rs := testsvc.StartRedisSentinel(t)
 	rdb := dial(t, rs.URL)
 	const ttl = 5 * time.Second
-	l := newLocker(t, rdb, Options{TTL: ttl})
+	l := newLocker(t, rdb, lock.Options{TTL: ttl})
 	leaseCycle(t, l, "migrate:{plan:t:0}")
 
 	base := "migrate:{plan:t:1}"
-	le := mustAcquire(t, l, base, NewOwnerID("a"))
+	le := mustAcquire(t, l, base, lock.NewOwnerID("a"))
 	if n, err := rdb.Do(t.Context(), "WAIT", 1, 1000).Int(); err != nil || n != 1 { // the replica has the lease
 		t.Fatalf("WAIT = %d, %v", n, err)
 	}
@@ -108,15 +111,16 @@ func TestDial_Sentinel(t *testing.T) {
 	failedOver := time.Now()
 	// A renewal sent after the failover moves the deadline past this; the
 	// lease would be lost first if none reached the new primary.
-	for !le.Deadline().After(failedOver.Add(l.opts.validity())) {
+	o := l.Options()
+	for !le.Deadline().After(failedOver.Add(o.TTL - o.Drift - o.Margin)) {
 		select {
 		case <-le.Done():
 			t.Fatalf("lease lost after the failover (%v): not renewed on the new primary", context.Cause(le.Context()))
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	var held *HeldError
-	if _, err := l.Acquire(t.Context(), base, NewOwnerID("b")); !errors.As(err, &held) || held.Owner != le.Owner() || held.Token != le.Token() {
+	var held *lock.HeldError
+	if _, err := l.Acquire(t.Context(), base, lock.NewOwnerID("b")); !errors.As(err, &held) || held.Owner != le.Owner() || held.Token != le.Token() {
 		t.Fatalf("second owner after failover: %v, want held by %s token %d", err, le.Owner(), le.Token())
 	}
 }

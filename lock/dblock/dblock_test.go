@@ -1,0 +1,164 @@
+package dblock_test
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"net/url"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/internal/testsvc"
+	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/lock/dblock"
+	"github.com/migrate-dev/migrate/lock/locktest"
+	"github.com/migrate-dev/migrate/plans"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestConformance runs the lock contract's suite against a lease table in
+// a real PostgreSQL and a real MariaDB, and restarts a private PostgreSQL
+// under a held lease (crashed and started again; "without its data": the
+// lease table emptied too, as a restore from a backup older than the
+// leases would leave it).
+func TestConformance(t *testing.T) {
+	for _, e := range []struct {
+		name    string
+		url     func(testing.TB) string
+		private bool
+	}{{"postgres", testsvc.NewPostgresDB, true}, {"mysql", testsvc.NewMySQLDB, false}} {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			dbURL := e.url(t)
+			u, err := url.Parse(dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			admin := open(t, dbURL)
+			h := locktest.Harness{
+				Addr: u.Host,
+				Open: func(t *testing.T, addr string, _ time.Duration) lock.Backend { return backend(t, at(dbURL, addr)) },
+				Tamper: func(t *testing.T, base string) {
+					if _, err := admin.db.ExecContext(t.Context(), admin.d.LeaseRelease(), base, ownerOf(t, admin, base), tokenOf(t, admin, base)); err != nil {
+						t.Fatal(err)
+					}
+				},
+			}
+			if e.private {
+				h.Private = func(t *testing.T) locktest.Private {
+					// A private server with a database of the test's name,
+					// which Open points at whatever the address.
+					p := privatePG{testsvc.StartPostgres(t)}
+					if _, err := open(t, p.URL).db.ExecContext(t.Context(), "CREATE DATABASE "+admin.d.Quote(u.Path[1:])); err != nil {
+						t.Fatal(err)
+					}
+					p.URL = at(dbURL, p.Addr())
+					return p
+				}
+			}
+			locktest.Run(t, h)
+		})
+	}
+}
+
+// conn is a database pool with its dialect, closed when the test ends.
+type conn struct {
+	db *sql.DB
+	d  dialect.Dialect
+}
+
+func open(t *testing.T, rawURL string) conn {
+	t.Helper()
+	dsn, err := plans.ParseDSN(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dialect.For(dsn.Engine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, d, err := dialect.Open(ctx, d, dsn, dialect.Session{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return conn{db, d}
+}
+
+// backend is a Backend on rawURL; the suite closes it.
+func backend(t *testing.T, rawURL string) lock.Backend {
+	t.Helper()
+	dsn, err := plans.ParseDSN(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dialect.For(dsn.Engine())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Not the test's context: the suite also opens backends in cleanups.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	db, d, err := dialect.Open(ctx, d, dsn, dialect.Session{Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dblock.New(db, d, dsn.String(), slog.New(slog.NewTextHandler(t.Output(), nil)))
+}
+
+// at is rawURL with its host:port replaced by addr.
+func at(rawURL, addr string) string {
+	u, _ := url.Parse(rawURL)
+	u.Host = addr
+	return u.String()
+}
+
+func ownerOf(t *testing.T, c conn, base string) string {
+	var owner string
+	if err := c.db.QueryRowContext(t.Context(), "SELECT owner FROM "+c.d.Quote(dialect.LeaseTable)+" WHERE name = "+ph(c, 1), base).Scan(&owner); err != nil {
+		t.Fatal(err)
+	}
+	return owner
+}
+
+func tokenOf(t *testing.T, c conn, base string) int64 {
+	var token int64
+	if err := c.db.QueryRowContext(t.Context(), "SELECT token FROM "+c.d.Quote(dialect.LeaseTable)+" WHERE name = "+ph(c, 1), base).Scan(&token); err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+func ph(c conn, i int) string {
+	if c.d.Engine() == plans.MySQL {
+		return "?"
+	}
+	return "$" + string(rune('0'+i))
+}
+
+// privatePG is a private PostgreSQL whose leases the suite restarts.
+type privatePG struct{ *testsvc.PostgresServer }
+
+func (p privatePG) Addr() string {
+	u, _ := url.Parse(p.URL)
+	return u.Host
+}
+
+func (p privatePG) Restart(t *testing.T, wipe bool) {
+	p.Crash()
+	p.Start()
+	if wipe {
+		c := open(t, p.URL)
+		if _, err := c.db.ExecContext(t.Context(), "DELETE FROM "+c.d.Quote(dialect.LeaseTable)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
