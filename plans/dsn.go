@@ -278,6 +278,9 @@ func isSecretParam(rawKey string) bool {
 	if secretParams[k] {
 		return true
 	}
+	if strings.HasSuffix(k, "_file") {
+		return false // a path to a file (tls_key_file, tls_ca_file), not the secret in it
+	}
 	// Any other parameter that looks like it holds a credential
 	// (sentinel_password, auth, token, secret, …): better an odd parameter
 	// redacted than a secret printed.

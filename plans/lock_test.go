@@ -80,6 +80,10 @@ func TestParse_Lock(t *testing.T) {
 			}
 		})
 	}
+	// A file's path is not a secret: tls_key_file names where the key is.
+	if d, err := ParseDSN("etcds://e1/m?tls_cert_file=/c.pem&tls_key_file=/k.pem"); err != nil || d.Password() != "" || !strings.Contains(d.String(), "/k.pem") {
+		t.Errorf("etcds with a client certificate: password %q, printed %s, %v", d.Password(), d, err)
+	}
 	if p, err := FromFlags(Overrides{Source: "postgres://h/db", Target: "mysql://h/db", Table: "t", Key: "id", LeaseTTL: time.Second}); err != nil || !p.LockInTarget() {
 		t.Errorf("the plan-less form with no lock flag: %v, %v; want the leases in the target", p, err)
 	}
