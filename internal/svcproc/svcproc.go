@@ -35,7 +35,7 @@ type Server struct {
 	prepare func(*exec.Cmd)
 	cmd     *exec.Cmd
 	done    chan struct{}
-	ready   func(context.Context) error // if set, what Start waits for once the port accepts (etcd accepts before it has a leader)
+	ready   func(context.Context) error // if set, what Start waits for once the port accepts (etcd and ZooKeeper accept before they serve)
 }
 
 // Find returns the binary to run: bin if it names a file or a command on
