@@ -33,6 +33,25 @@ func (d *drill) startLock(ctx context.Context, persist bool) error {
 		if d.lockSrv, err = svcproc.StartRedis(ctx, bin, dir, persist, setPdeathsig); err == nil {
 			url = svcproc.RedisURL(d.lockSrv)
 		}
+	case plans.Etcd:
+		bin, ferr := svcproc.FindEtcd("etcd")
+		if ferr != nil {
+			err = fmt.Errorf("drill: %s needs %w", d.o.Kind, ferr)
+			break
+		}
+		var m *svcproc.EtcdMember
+		if m, err = svcproc.StartEtcd(ctx, bin, dir, nil, setPdeathsig); err == nil {
+			d.lockSrv, url = m.Server, m.DSN(lk.Database())
+		}
+	case plans.ZooKeeper:
+		java, ferr := svcproc.FindZooKeeper("java")
+		if ferr != nil {
+			err = fmt.Errorf("drill: %s needs %w", d.o.Kind, ferr)
+			break
+		}
+		if d.lockSrv, err = svcproc.StartZooKeeper(ctx, java, dir, setPdeathsig); err == nil {
+			url = svcproc.ZooKeeperURL(d.lockSrv, lk.Database())
+		}
 	default:
 		err = fmt.Errorf("drill: %s restarts the plan's lock service, and this plan keeps its leases in a database (lock: %s): the drill cannot restart a database; a database outage under a run is tested by migrate's own tests (TestRun_DatabaseCrash)", d.o.Kind, d.plan.LockName())
 	}

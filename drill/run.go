@@ -61,7 +61,7 @@ func runOne(ctx context.Context, o Options, tgt *target, persistence string) Rep
 	d := &drill{o: o, plan: o.Plan, tgt: tgt, start: time.Now(), tokens: map[shardKey]int64{},
 		log: o.Log.With("drill", string(o.Kind)+map[string]string{"": "", "on": "/persistent", "off": "/volatile"}[persistence]),
 		rep: &Report{Kind: o.Kind, Persistence: persistence, TTLMs: ttl.Milliseconds(), BatchSize: o.Plan.BatchSize,
-			PredictedRtoMs: (ttl + ttl/10).Milliseconds(), Instances: []Instance{}, Takeovers: []Takeover{}, Shards: []ShardOutcome{}, History: []Event{}}}
+			Instances: []Instance{}, Takeovers: []Takeover{}, Shards: []ShardOutcome{}, History: []Event{}}}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer d.close()
@@ -126,6 +126,7 @@ func (d *drill) drive(ctx context.Context, persistence string) error {
 	if d.status, err = d.o.OpenRunner(ctx, d.plan, runner.Options{Log: slog.New(slog.DiscardHandler)}, true); err != nil {
 		return err
 	}
+	d.rep.PredictedRtoMs = d.status.PredictedRTO().Milliseconds()
 	d.w = newWatcher(d.status, d.plan.LeaseTTL, d.start, d.log)
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -30,7 +30,7 @@ func (h *holding) beginTakeover(elect, recovered time.Duration) error {
 		Table: j.table.Name, Target: j.table.Target, Shard: s.Index, Token: lease.Token(),
 		PreviousOwner: prev.Owner, PreviousToken: prev.Token,
 		WaitMs: wait.Milliseconds(), ElectMs: elect.Milliseconds(), RecoverMs: recovered.Milliseconds(),
-		PredictedRtoMs: r.predictedRTO().Milliseconds(), ResumedAfter: fmt.Sprint(cp.LastKey), ResumeKey: cp.LastText,
+		PredictedRtoMs: r.PredictedRTO().Milliseconds(), ResumedAfter: fmt.Sprint(cp.LastKey), ResumeKey: cp.LastText,
 	}
 	h.log.Info("taking over", "previous_owner", prev.Owner, "previous_token", prev.Token, "wait", wait, "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
 	n := r.countTakeover(lease.Context(), s, h.tk, h.log)
@@ -79,14 +79,14 @@ func (r *Runner) noteTakeover(ctx context.Context, s fence.Shard, tk *Takeover, 
 	}
 }
 
-// predictedRTO is the longest wait the configuration allows before a
+// PredictedRTO is the longest wait the configuration allows before a
 // standby takes over, on the plan's lock service (lock.Locker.MaxWait):
 // the lease's TTL (a ZooKeeper session's timeout) from the holder's last
 // renewal, plus how late the standby can learn of the expiry — its poll
 // period, TTL/10, for Redis and a database; the service's expiry check
 // for etcd and ZooKeeper, whose standbys are told at once. Failure
 // detection runs inside that countdown and is not added again (SPEC §6).
-func (r *Runner) predictedRTO() time.Duration {
+func (r *Runner) PredictedRTO() time.Duration {
 	return r.locker.MaxWait()
 }
 

@@ -6,14 +6,30 @@
 # compare both tables by SQL.
 #
 #   scripts/demo.sh            (DEMO_ROWS=1000000 by default)
+#   DEMO_LOCK=db scripts/demo.sh
+#
+# DEMO_LOCK chooses the lock service that grants the leases: redis (the
+# default), db (no lock service at all: the leases live in a table of the
+# target database, what a plan that names none gets), etcd or zk.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS=${DEMO_ROWS:-1000000}
+LOCK=${DEMO_LOCK:-redis}
 
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
-say "starting private PostgreSQL, MariaDB and Redis on 127.0.0.1"
+say "starting private PostgreSQL, MariaDB, Redis, etcd and ZooKeeper on 127.0.0.1"
 eval "$(scripts/services.sh start)"
+
+# The plan's lock: line. etcd and ZooKeeper get a key prefix of this run's
+# own, so that an earlier demo's lease records are not this one's.
+case "$LOCK" in
+  redis) lock_url=$MIGRATE_TEST_REDIS ;;
+  db)    lock_url=db ;;
+  etcd)  lock_url="$MIGRATE_TEST_ETCD-demo-$$" ;;
+  zk)    lock_url="$MIGRATE_TEST_ZK-demo-$$" ;;
+  *) echo "DEMO_LOCK must be redis, db, etcd or zk" >&2; exit 2 ;;
+esac
 
 say "building migrate"
 mkdir -p bin
@@ -48,15 +64,17 @@ cat >"$dir/plan.yaml" <<YAML
 name: demo-orders
 source: \${DEMO_SOURCE}
 target: \${DEMO_TARGET}
-redis: \${MIGRATE_TEST_REDIS}
+lock: \${DEMO_LOCK_URL}   # redis://…, db (the target database), etcd://…, zk://…
 lease_ttl: 5s
 batch_size: 1000
 tables:
   - name: public.orders
     key: [id]
 YAML
-export DEMO_SOURCE=$src DEMO_TARGET=$dst
-redis-cli -u "$MIGRATE_TEST_REDIS" --scan --pattern 'migrate:{demo-orders:*' | xargs -r redis-cli -u "$MIGRATE_TEST_REDIS" del >/dev/null
+export DEMO_SOURCE=$src DEMO_TARGET=$dst DEMO_LOCK_URL=$lock_url
+if [ "$LOCK" = redis ]; then
+  redis-cli -u "$MIGRATE_TEST_REDIS" --scan --pattern 'migrate:{demo-orders:*' | xargs -r redis-cli -u "$MIGRATE_TEST_REDIS" del >/dev/null
+fi
 echo "plan: $dir/plan.yaml"; sed 's/^/  /' "$dir/plan.yaml"
 bin/migrate validate -p "$dir/plan.yaml"
 
@@ -72,7 +90,7 @@ target=$((ROWS * 4 / 10))
 while kill -0 "$a" 2>/dev/null && [ "$(progress)" -lt "$target" ]; do sleep 0.2; done
 kill -9 "$a" 2>/dev/null || true
 wait "$a" 2>/dev/null || true
-say "SIGKILLed the holder demo-a at $(progress) rows: demo-b waits out its lease (TTL 5s), takes over with a higher token and resumes"
+say "SIGKILLed the holder demo-a at $(progress) rows: demo-b waits out its lease (TTL 5s, lock: $LOCK), takes over with a higher token and resumes"
 bin/migrate status -p "$dir/plan.yaml"
 wait "$b"
 

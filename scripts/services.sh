@@ -152,8 +152,12 @@ start_redis() {
   wait_for 30 Redis redis-cli -p "$REDIS_PORT" ping
 }
 
-# tcp_ready PORT: something accepts connections on 127.0.0.1:PORT.
-tcp_ready() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+# zk_serving PORT: the ZooKeeper there serves requests (its srvr command
+# names its mode). An open port is not enough: a session opened in the
+# server's first moments may wait seconds for its handshake.
+zk_serving() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf srvr >&3 && grep -q '^Mode:' <&3) 2>/dev/null
+}
 
 # etcd_healthy PORT: the etcd there has a leader and answers.
 etcd_healthy() {
@@ -198,7 +202,7 @@ CONF
   setsid $(zk_java) -Dzookeeper.log.dir="$DIR" org.apache.zookeeper.server.quorum.QuorumPeerMain "$DIR/zk.cfg" \
     >"$DIR/zk.log" 2>&1 9>&- &
   echo $! >"$pid"
-  wait_for 60 ZooKeeper tcp_ready "$ZK_PORT"
+  wait_for 60 ZooKeeper zk_serving "$ZK_PORT"
 }
 
 stop_all() {

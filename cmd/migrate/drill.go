@@ -24,9 +24,9 @@ func drillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rows := fs.Int64("rows", 0, "inject the fault once the holder has committed this many rows (default: 3 batches)")
 	latency := fs.Duration("holder-latency", 0, "delay every target response to the holder by this much, so that a small table's copy lasts long enough for the fault, e.g. 20ms")
 	standbys := fs.Int("standbys", 1, "standby instances")
-	persistence := fs.String("persistence", "both", "redis-restart: Redis with persistence (on), without (off), or both runs")
-	reset := fs.Bool("reset", false, "start over on a plan that has run: drop its target tables, delete its checkpoints, watermarks and Redis keys")
-	redisServer := fs.String("redis-server", "redis-server", "redis-server binary, for redis-restart")
+	persistence := fs.String("persistence", "both", "lock-restart: the lock service restarted with its data (on), without (off), or both runs")
+	reset := fs.Bool("reset", false, "start over on a plan that has run: drop its target tables, delete its checkpoints, watermarks and what the lock service keeps of its leases")
+	redisServer := fs.String("redis-server", "redis-server", "redis-server binary, for lock-restart of a Redis")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), `usage: migrate drill -p PLAN KIND [--json] [--rows N] [--lease-ttl D] [--holder-latency D] [--standbys N] [--persistence on|off|both] [--reset]
 
@@ -34,8 +34,8 @@ Runs the plan with a holder and standby instances of this binary, injects a
 fault into the holder and reports the takeover (RTO measured vs predicted),
 rows replayed, stale writes rejected and accepted, and the final verification.
 KIND: %s.
-The target must be fresh (no rows, checkpoints or Redis keys of the plan) or
---reset given. Exit 0 when every criterion passed, 3 when the verification
+The target must be fresh (no rows, checkpoints or remembered lease holders of
+the plan) or --reset given. Exit 0 when every criterion passed, 3 when the verification
 found differences, 1 otherwise.
 Example: migrate drill -p orders.yaml kill --lease-ttl 5s
 `, strings.Join(kindNames(), ", "))

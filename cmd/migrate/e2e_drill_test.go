@@ -97,9 +97,9 @@ func handedOver(t *testing.T, e *env, d drill.Report, shard int) {
 	if tk.Token <= holderTok || tk.PreviousToken != holderTok || !strings.HasPrefix(tk.PreviousOwner, "drill-a-") || tk.PreviousOwner != holder.Owner {
 		t.Errorf("takeover %+v of a shard the holder %s held with token %d", tk.Takeover, holder.Owner, holderTok)
 	}
-	if tk.ReplayedRows > int64(d.BatchSize) || tk.RtoMs <= 0 || tk.PredictedRtoMs != d.TTLMs+d.TTLMs/10 {
-		t.Errorf("takeover replayed %d rows (batch %d), rto %dms, predicted %dms (want TTL + TTL/10 = %dms)",
-			tk.ReplayedRows, d.BatchSize, tk.RtoMs, tk.PredictedRtoMs, d.TTLMs+d.TTLMs/10)
+	if want := e.predictedRtoMs(d.TTLMs); tk.ReplayedRows > int64(d.BatchSize) || tk.RtoMs <= 0 || tk.PredictedRtoMs != want {
+		t.Errorf("takeover replayed %d rows (batch %d), rto %dms, predicted %dms (want %dms)",
+			tk.ReplayedRows, d.BatchSize, tk.RtoMs, tk.PredictedRtoMs, want)
 	}
 	resume := int64(0)
 	if tk.ResumeKey != "" {

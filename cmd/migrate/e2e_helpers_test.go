@@ -97,9 +97,16 @@ type proc struct {
 // startMigrate starts the binary with args; it is killed when the test ends.
 func startMigrate(t *testing.T, args ...string) *proc {
 	t.Helper()
+	return startMigrateEnv(t, nil, args...)
+}
+
+// startMigrateEnv is startMigrate with env added to the child's
+// environment (DSNs, which the command line would show in ps).
+func startMigrateEnv(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{done: make(chan struct{})}
 	p.cmd = exec.CommandContext(t.Context(), migrateBin, args...)
-	p.cmd.Env = childEnv()
+	p.cmd.Env = append(childEnv(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.stdout, &p.stderr
 	p.cmd.WaitDelay = 5 * time.Second
 	p.start = time.Now()
@@ -146,7 +153,7 @@ func childEnv() []string {
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "MIGRATE_PLAN", "MIGRATE_SOURCE", "MIGRATE_TARGET", "MIGRATE_REDIS":
+		case "MIGRATE_PLAN", "MIGRATE_SOURCE", "MIGRATE_TARGET", "MIGRATE_REDIS", "MIGRATE_LOCK":
 			continue
 		}
 		env = append(env, kv)

@@ -14,6 +14,7 @@ import (
 // runReport is the part of `run --json` (SPEC §4) the tests read.
 type runReport struct {
 	Plan            string `json:"plan"`
+	Owner           string `json:"owner"`
 	RowsWritten     int64  `json:"rows_written"`
 	Batches         int    `json:"batches"`
 	StaleRejections int    `json:"stale_rejections"`

@@ -11,7 +11,9 @@ import (
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/lock/dblock"
+	"github.com/migrate-dev/migrate/lock/etcdlock"
 	"github.com/migrate-dev/migrate/lock/redislock"
+	"github.com/migrate-dev/migrate/lock/zklock"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/records"
 	"github.com/migrate-dev/migrate/runner"
@@ -98,6 +100,26 @@ func openLock(ctx context.Context, plan *plans.Plan, log *slog.Logger) (lock.Bac
 			return nil, fmt.Errorf("lock %s: %w", d, err)
 		}
 		return redislock.New(rdb, d.String(), log), nil
+	case plans.Etcd:
+		var b *etcdlock.Backend
+		err := runner.WhileUnavailable(ctx, plan.MaxOutage, log, "unavailable at start, retrying", func() (err error) {
+			b, err = etcdlock.Dial(d, log)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", d, err)
+		}
+		return b, nil
+	case plans.ZooKeeper:
+		var b *zklock.Backend
+		err := runner.WhileUnavailable(ctx, plan.MaxOutage, log, "unavailable at start, retrying", func() (err error) {
+			b, err = zklock.Dial(d, plan.LeaseTTL, log)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", d, err)
+		}
+		return b, nil
 	}
 	name := "db " + d.String()
 	if d.IsZero() {
