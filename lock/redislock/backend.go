@@ -181,10 +181,17 @@ func (b *Backend) Raise(ctx context.Context, base string, atLeast int64) error {
 func (b *Backend) WaitFree(ctx context.Context, base, _ string, poll time.Duration) error {
 	return lock.PollFree(ctx, base, poll, b.log, func(ctx context.Context) (time.Duration, bool, error) {
 		pttl, err := pttlScript.Run(ctx, b.rdb, []string{LeaseKey(base)}).Int64()
-		if err != nil {
+		switch {
+		case err != nil:
 			return 0, false, err
+		case pttl == -2: // no key
+			return 0, false, nil
+		case pttl == -1: // a key with no expiry
+			return 0, true, nil
 		}
-		return time.Duration(max(pttl, 0)) * time.Millisecond, pttl != -2, nil
+		// 0 is the key's last millisecond, not "no expiry": look again
+		// in a millisecond, not a whole poll later.
+		return time.Duration(max(pttl, 1)) * time.Millisecond, true, nil
 	})
 }
 

@@ -106,3 +106,32 @@ func TestBackend_WaitByServerClock(t *testing.T) {
 		t.Errorf("previous renewed at %v, wait %v; want %v and the %v between the grants", g2.Prev.RenewedAt, g2.Wait, g.At, g2.At.Sub(g.At))
 	}
 }
+
+// TestBackend_WaitFreeOnTime: a standby polling a dead holder's lease is
+// told it is free within milliseconds of its expiry, not a poll later: a
+// PTTL of 0 is the key's last millisecond, not a key without expiry (which
+// once cost a whole poll about every other takeover). The polls are long
+// (500ms) so that one wasted shows.
+func TestBackend_WaitFreeOnTime(t *testing.T) {
+	rdb := sharedClient(t)
+	b := New(unclosed{rdb}, "redis", nil)
+	const ttl, poll = time.Second, 500 * time.Millisecond
+	for i := range 4 {
+		base := newBase(t, rdb)
+		g, err := b.Acquire(t.Context(), base, lock.NewOwnerID("dead"), ttl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(i) * 111 * time.Millisecond) // the polls fall elsewhere each time
+		if err := b.WaitFree(t.Context(), base, "", poll); err != nil {
+			t.Fatal(err)
+		}
+		g2, err := b.Acquire(t.Context(), base, lock.NewOwnerID("b"), ttl)
+		if err != nil || g2.Status != lock.Granted {
+			t.Fatal(g2, err)
+		}
+		if w := g2.At.Sub(g.At); w > ttl+poll/2 {
+			t.Errorf("granted %v after the dead holder's grant (TTL %v): the standby was told a poll late", w, ttl)
+		}
+	}
+}
