@@ -18,8 +18,9 @@ import (
 // WaitFree implements lock.Backend (L5): owner queues a node (or keeps the
 // one an earlier WaitFree left) and returns when it is the first, leaving
 // the node for Acquire. Meanwhile it watches only the node just before
-// its own, so a holder's end wakes the next in line and no one else.
-// Service errors are logged and waited through, poll (jittered) apart;
+// its own, so a holder's end wakes the next in line and no one else; it
+// also reads the queue again every poll (jittered), in case a watch was
+// lost. Service errors are logged and waited through, poll apart;
 // when ctx ends, the node is deleted (in the background: WaitFree
 // returns at once).
 //
@@ -58,6 +59,12 @@ func (b *Backend) WaitFree(ctx context.Context, base, owner string, poll time.Du
 		b.log.WarnContext(ctx, "lease wait: "+what+" failed", attrService, b.name, attrLease, base, attrErr, err)
 		return retry.Sleep(ctx, lock.Jitter(poll))
 	}
+	var (
+		watching      string          // the node watched, just before owner's
+		events        <-chan zk.Event // its watch
+		watched       queueData       // its data
+		watchedHolder bool            // it was the first: the holder's
+	)
 	for {
 		if name == "" {
 			n, err := b.enqueue(ctx, p, owner)
@@ -87,34 +94,43 @@ func (b *Backend) WaitFree(ctx context.Context, base, owner string, poll time.Du
 			name = ""
 			return nil
 		}
-		pred, holder := kids[i-1], i == 1
-		type watch struct {
-			q  queueData
-			ch <-chan zk.Event
-		}
-		w, err := call(ctx, b, func(c *zk.Conn) (watch, error) {
-			v, _, ch, err := c.GetW(p.node(pred))
-			var q queueData
-			_ = json.Unmarshal(v, &q)
-			return watch{q, ch}, err
-		}, nil)
-		if errors.Is(err, zk.ErrNoNode) {
-			continue // gone already: look again
-		}
-		if err != nil {
-			if err := failed("watching the queue", err); err != nil {
-				return err
+		pred := kids[i-1]
+		if pred != watching {
+			type watch struct {
+				q  queueData
+				ch <-chan zk.Event
 			}
-			continue
+			w, err := call(ctx, b, func(c *zk.Conn) (watch, error) {
+				v, _, ch, err := c.GetW(p.node(pred))
+				var q queueData
+				_ = json.Unmarshal(v, &q)
+				return watch{q, ch}, err
+			}, nil)
+			if errors.Is(err, zk.ErrNoNode) {
+				continue // gone already: look again
+			}
+			if err != nil {
+				if err := failed("watching the queue", err); err != nil {
+					return err
+				}
+				continue
+			}
+			watching, events, watched, watchedHolder = pred, w.ch, w.q, i == 1
 		}
 		select {
-		case ev := <-w.ch:
+		case ev := <-events:
+			watching = "" // a watch fires once: set another
 			b.mu.Lock()
 			b.wakes++
 			b.mu.Unlock()
-			if holder && ev.Type == zk.EventNodeDeleted {
-				seen = sighting{node: pred, at: time.Now(), timeout: time.Duration(w.q.TimeoutMs) * time.Millisecond}
+			if watchedHolder && ev.Type == zk.EventNodeDeleted {
+				seen = sighting{node: pred, at: time.Now(), timeout: time.Duration(watched.TimeoutMs) * time.Millisecond}
 			}
+		case <-time.After(lock.Jitter(poll)):
+			// The watch is the fast way; a poll apart, the queue is read
+			// again in case a watch was lost with a connection (a server
+			// restarted under it), keeping the watch while the same node
+			// is watched.
 		case <-ctx.Done():
 			return ctx.Err()
 		}
