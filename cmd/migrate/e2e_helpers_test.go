@@ -7,7 +7,6 @@ package main_test
 // by migrate's own verification.
 
 import (
-	"bytes"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/migrate-dev/migrate/internal/netfault"
+	"github.com/migrate-dev/migrate/internal/testsvc"
 )
 
 // migrateBin is the binary built by TestMain.
@@ -68,28 +67,10 @@ func (r result) String() string {
 	return fmt.Sprintf("exit %d after %v\n--- stdout\n%s--- stderr\n%s", r.code, r.elapsed.Round(time.Millisecond), r.stdout, r.stderr)
 }
 
-// syncBuffer is a bytes.Buffer safe to read while the child writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // proc is a running migrate process.
 type proc struct {
 	cmd            *exec.Cmd
-	stdout, stderr syncBuffer
+	stdout, stderr testsvc.Buffer
 	start          time.Time
 	done           chan struct{}
 }

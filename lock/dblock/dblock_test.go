@@ -75,26 +75,22 @@ type conn struct {
 
 func open(t *testing.T, rawURL string) conn {
 	t.Helper()
-	dsn, err := plans.ParseDSN(rawURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := dialect.For(dsn.Engine())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	db, d, err := dialect.Open(ctx, d, dsn, dialect.Session{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return conn{db, d}
+	c := connect(t, rawURL, dialect.Session{})
+	t.Cleanup(func() { _ = c.db.Close() })
+	return c
 }
 
-// backend is a Backend on rawURL; the suite closes it.
+// backend is a Backend on rawURL, its commits durable as the CLI opens
+// it; the suite closes it.
 func backend(t *testing.T, rawURL string) lock.Backend {
+	t.Helper()
+	c := connect(t, rawURL, dialect.Session{Durable: true})
+	dsn, _ := plans.ParseDSN(rawURL) // connect parsed it
+	return dblock.New(c.db, c.d, dsn.String(), slog.New(slog.NewTextHandler(t.Output(), nil)))
+}
+
+// connect opens a pool on rawURL, for its caller to close.
+func connect(t *testing.T, rawURL string, s dialect.Session) conn {
 	t.Helper()
 	dsn, err := plans.ParseDSN(rawURL)
 	if err != nil {
@@ -107,11 +103,11 @@ func backend(t *testing.T, rawURL string) lock.Backend {
 	// Not the test's context: the suite also opens backends in cleanups.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	db, d, err := dialect.Open(ctx, d, dsn, dialect.Session{Durable: true})
+	db, d, err := dialect.Open(ctx, d, dsn, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dblock.New(db, d, dsn.String(), slog.New(slog.NewTextHandler(t.Output(), nil)))
+	return conn{db, d}
 }
 
 // at is rawURL with its host:port replaced by addr.

@@ -1,12 +1,10 @@
 package etcdlock
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -117,7 +115,7 @@ func TestDial_Auth(t *testing.T) {
 	if _, err := admin.cli.AuthEnable(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testsvc.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	t.Cleanup(func() { noSecret(t, "the log", logs.String(), password) })
 
@@ -214,22 +212,4 @@ func TestDial_TLS(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer for several goroutines' logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -1,7 +1,6 @@
 package zklock
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"slices"
@@ -201,25 +200,7 @@ func forget(t *testing.T, b *Backend, base string) {
 	})
 }
 
-// logBuffer is a slog text handler's output, safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// logger logs at every level to buf.
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+// debugLogger logs at every level to buf.
+func debugLogger(buf *testsvc.Buffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }

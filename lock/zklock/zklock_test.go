@@ -245,8 +245,8 @@ func TestDial_NegotiatedTimeout(t *testing.T) {
 	zs := testsvc.StartZooKeeper(t, "maxSessionTimeout=3000")
 	url := zs.URL("migrate")
 
-	var logs logBuffer
-	b, err := Dial(parse(t, url), 4*time.Second, logs.logger())
+	var logs testsvc.Buffer
+	b, err := Dial(parse(t, url), 4*time.Second, debugLogger(&logs))
 	if err == nil {
 		_ = b.Close()
 		t.Fatal("a TTL above maxSessionTimeout was accepted")
@@ -256,7 +256,7 @@ func TestDial_NegotiatedTimeout(t *testing.T) {
 	}
 
 	ttl := 100 * time.Millisecond
-	b = dial(t, url, ttl, logs.logger())
+	b = dial(t, url, ttl, debugLogger(&logs))
 	if !strings.Contains(logs.String(), "session timeout above the lease TTL") || !strings.Contains(logs.String(), "session_timeout=200ms") {
 		t.Errorf("no warning:\n%s", logs.String())
 	}
@@ -300,8 +300,8 @@ func TestDial_Auth(t *testing.T) {
 	addr, prefix := dsn.Hosts()[0], dsn.Database()+"/"+testsvc.Prefix(t)
 	const pw, wrong = "alice-pw-5ecret", "mallory-pw-gue55"
 	ttl, base := time.Second, "migrate:{auth}"
-	var logs logBuffer
-	alice := dial(t, "zk://alice:"+pw+"@"+addr+"/"+prefix, ttl, logs.logger())
+	var logs testsvc.Buffer
+	alice := dial(t, "zk://alice:"+pw+"@"+addr+"/"+prefix, ttl, debugLogger(&logs))
 	raw := rawConn(t, addr, []byte("alice:"+pw))
 	t.Cleanup(func() { // the identity's nodes, which only it may delete
 		_ = alice.Forget(context.WithoutCancel(t.Context()), base)
@@ -314,7 +314,7 @@ func TestDial_Auth(t *testing.T) {
 	defer func() { _ = le.Release(context.WithoutCancel(t.Context())) }()
 
 	for _, url := range []string{"zk://alice:" + wrong + "@" + addr + "/" + prefix, "zk://" + addr + "/" + prefix} {
-		other := dial(t, url, ttl, logs.logger())
+		other := dial(t, url, ttl, debugLogger(&logs))
 		if _, err := other.Acquire(t.Context(), base, "other", ttl); !errors.Is(err, zk.ErrNoAuth) {
 			t.Errorf("%s acquired: %v", other, err)
 		} else if strings.Contains(err.Error(), wrong) || strings.Contains(err.Error(), pw) {
