@@ -64,14 +64,19 @@ func (st *Store) NoteTakeover(ctx context.Context, s fence.Shard, token int64, r
 }
 
 // Takeovers reads what RecordTakeover kept: the number of takeovers of s
-// within the window, and the last one's record ("" when none is kept).
+// within the window, and the last one's record ("" when none is kept, or
+// the target was set up by a version that kept them elsewhere: no table).
 func (st *Store) Takeovers(ctx context.Context, s fence.Shard, window time.Duration) (int64, string, error) {
 	var n int64
-	if err := st.db.QueryRowContext(ctx, st.sql.TakeoverCount(), s.Plan, s.Table, s.Index, window.Milliseconds()).Scan(&n); err != nil {
+	err := st.db.QueryRowContext(ctx, st.sql.TakeoverCount(), s.Plan, s.Table, s.Index, window.Milliseconds()).Scan(&n)
+	switch {
+	case dialect.MissingTable(err):
+		return 0, "", nil
+	case err != nil:
 		return 0, "", fmt.Errorf("records: count takeovers of %s: %w", s, err)
 	}
 	var last string
-	err := st.db.QueryRowContext(ctx, st.sql.TakeoverLast(), s.Plan, s.Table, s.Index).Scan(&last)
+	err = st.db.QueryRowContext(ctx, st.sql.TakeoverLast(), s.Plan, s.Table, s.Index).Scan(&last)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, "", fmt.Errorf("records: read the last takeover of %s: %w", s, err)
 	}
@@ -97,11 +102,11 @@ func (st *Store) PublishProgress(ctx context.Context, s fence.Shard, p Progress,
 }
 
 // ReadProgress reads what PublishProgress kept; ok is false when nothing is
-// (no holder published within its keep time).
+// (no holder published within its keep time, or no table yet).
 func (st *Store) ReadProgress(ctx context.Context, s fence.Shard) (p Progress, ok bool, err error) {
 	err = st.db.QueryRowContext(ctx, st.sql.ProgressGet(), s.Plan, s.Table, s.Index).Scan(&p.Owner, &p.RowsPerSec, &p.EtaMs, &p.TableRows)
 	switch {
-	case errors.Is(err, sql.ErrNoRows):
+	case errors.Is(err, sql.ErrNoRows), dialect.MissingTable(err):
 		return Progress{}, false, nil
 	case err != nil:
 		return Progress{}, false, fmt.Errorf("records: read progress of %s: %w", s, err)

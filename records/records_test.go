@@ -121,3 +121,21 @@ func TestStore_Progress(t *testing.T) {
 		}
 	})
 }
+
+// A target set up before the records moved there has no tables for them:
+// status reads none, not an error.
+func TestStore_NoTables(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, st *records.Store, db *sql.DB) {
+		for _, tb := range []string{dialect.TakeoverTable, dialect.ProgressTable} {
+			if _, err := db.ExecContext(t.Context(), "DROP TABLE "+tb); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, rec, err := st.Takeovers(t.Context(), shard, time.Minute); err != nil || n != 0 || rec != "" {
+			t.Errorf("takeovers without the table: %d %q %v", n, rec, err)
+		}
+		if _, ok, err := st.ReadProgress(t.Context(), shard); ok || err != nil {
+			t.Errorf("progress without the table: %v %v", ok, err)
+		}
+	})
+}

@@ -79,7 +79,11 @@ func statusCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintln(stdout, "leases: none held")
 	}
 	for _, l := range st.Leases {
-		fmt.Fprintf(stdout, "lease %s#%d held by %s, token %d, ttl %dms\n", l.Table, l.Shard, l.Owner, l.Token, l.TTLMs)
+		ttl := fmt.Sprintf("ttl %dms", l.TTLMs)
+		if l.TTLMs == 0 { // ZooKeeper: a session's time left is the server's alone
+			ttl = "ttl not told by the lock service"
+		}
+		fmt.Fprintf(stdout, "lease %s#%d held by %s, token %d, %s\n", l.Table, l.Shard, l.Owner, l.Token, ttl)
 	}
 	return nil
 }
