@@ -181,6 +181,10 @@ func (r *Runner) postLoad(ctx context.Context) error {
 			}
 			continue
 		}
+		if c != nil && errors.Is(err, errPhaseDone) {
+			r.release(ctx, c.lease)
+			return nil
+		}
 		if err != nil {
 			if c != nil {
 				r.release(ctx, c.lease)
@@ -188,7 +192,10 @@ func (r *Runner) postLoad(ctx context.Context) error {
 			return err
 		}
 		rep.ByOther = false
-		if c.last.owner != "" && c.last.owner != r.opts.Owner && steps[0].state == "running" {
+		// A takeover only when the phase was left running by another
+		// holder as the claim found it, not as first read: a holder may
+		// finish and release in between.
+		if c.last.owner != "" && c.last.owner != r.opts.Owner && c.cp.State == cursor.Running {
 			r.notePostLoadTakeover(c, log)
 		}
 		err = r.runPostLoad(ctx, c.lease, log, rep)
@@ -200,17 +207,32 @@ func (r *Runner) postLoad(ctx context.Context) error {
 	}
 }
 
+// errPhaseDone: the post-load phase was found done when claimed (another
+// instance finished it after this one last looked).
+var errPhaseDone = errors.New("the post-load phase is done")
+
 // claimPhase claims the post-load phase's fence and records it running,
-// in one transaction.
-func (r *Runner) claimPhase(lease *lock.Lease, s fence.Shard) (_ cursor.Checkpoint, last watermark, err error) {
+// in one transaction, which reads the phase's state as the claim found it
+// (after the watermark's lock, so after any previous holder's last
+// commit): the checkpoint's State. A phase found done is errPhaseDone.
+func (r *Runner) claimPhase(lease *lock.Lease, s fence.Shard) (cp cursor.Checkpoint, last watermark, err error) {
 	err = r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
 		if last, err = r.raiseFence(ctx, tx, lease, s); err != nil {
 			return err
 		}
-		_, err := tx.ExecContext(ctx, r.dstD.PostLoadState(), "running", lease.Token(), r.plan.Name)
+		steps, err := r.postLoadSteps(ctx, tx)
+		switch {
+		case err != nil:
+			return err
+		case len(steps) > 0 && steps[0].state == "done":
+			return errPhaseDone
+		case len(steps) > 0:
+			cp.State = cursor.State(steps[0].state)
+		}
+		_, err = tx.ExecContext(ctx, r.dstD.PostLoadState(), "running", lease.Token(), r.plan.Name)
 		return err
 	})
-	return cursor.Checkpoint{}, last, err
+	return cp, last, err
 }
 
 // setPhase records the phase's state, fenced like a batch.
