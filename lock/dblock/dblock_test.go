@@ -54,7 +54,7 @@ func TestConformance(t *testing.T) {
 				h.Private = func(t *testing.T) locktest.Private {
 					// A private server with a database of the test's name,
 					// which Open points at whatever the address.
-					p := privatePG{testsvc.StartPostgres(t)}
+					p := privatePG{testsvc.StartPostgres(t), t}
 					if _, err := open(t, p.URL).db.ExecContext(t.Context(), "CREATE DATABASE "+admin.d.Quote(u.Path[1:])); err != nil {
 						t.Fatal(err)
 					}
@@ -141,20 +141,26 @@ func ph(c conn, i int) string {
 }
 
 // privatePG is a private PostgreSQL whose leases the suite restarts.
-type privatePG struct{ *testsvc.PostgresServer }
+type privatePG struct {
+	*testsvc.PostgresServer
+	t *testing.T
+}
 
 func (p privatePG) Addr() string {
 	u, _ := url.Parse(p.URL)
 	return u.Host
 }
 
-func (p privatePG) Restart(t *testing.T, wipe bool) {
+func (p privatePG) Restart() {
 	p.Crash()
 	p.Start()
-	if wipe {
-		c := open(t, p.URL)
-		if _, err := c.db.ExecContext(t.Context(), "DELETE FROM "+c.d.Quote(dialect.LeaseTable)); err != nil {
-			t.Fatal(err)
-		}
+}
+
+// RestartWiped loses the leases, not the database the suite's tests use.
+func (p privatePG) RestartWiped() {
+	p.Restart()
+	c := open(p.t, p.URL)
+	if _, err := c.db.ExecContext(p.t.Context(), "DELETE FROM "+c.d.Quote(dialect.LeaseTable)); err != nil {
+		p.t.Fatal(err)
 	}
 }

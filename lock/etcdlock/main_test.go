@@ -45,18 +45,8 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
-		Private: func(t *testing.T) locktest.Private { return privateEtcd{testsvc.StartEtcd(t)} },
+		Private: func(t *testing.T) locktest.Private { return testsvc.StartEtcd(t) },
 	})
-}
-
-type privateEtcd struct{ *testsvc.EtcdServer }
-
-func (p privateEtcd) Restart(_ *testing.T, wipe bool) {
-	if wipe {
-		p.RestartWiped()
-	} else {
-		p.EtcdServer.Restart()
-	}
 }
 
 // dsn parses an etcd URL.

@@ -56,9 +56,11 @@ type Harness struct {
 type Private interface {
 	Addr() string
 	// Restart stops the service at once (SIGKILL) and starts it again on
-	// the same address: with its data, or, with wipe, with none (a
-	// replacement that lost every lease and counter).
-	Restart(t *testing.T, wipe bool)
+	// the same address with its data.
+	Restart()
+	// RestartWiped does the same with none of its data: a replacement
+	// that lost every lease and counter.
+	RestartWiped()
 }
 
 // Run runs the conformance suite against the service of h.

@@ -20,7 +20,7 @@ func (s *suite) testRestartKept(t *testing.T) {
 	other := s.lockerOn(t, s.open(t, p.Addr(), ttl), lock.Options{TTL: ttl})
 	base := "migrate:{restart}"
 	le := mustAcquire(t, l, base, lock.NewOwnerID("a"))
-	p.Restart(t, false)
+	p.Restart()
 	restarted := time.Now()
 	// Wait until a renewal sent after the restart came back, or the lease
 	// ended.
@@ -77,7 +77,7 @@ func (s *suite) testRestartWiped(t *testing.T) {
 	}
 	held := mustAcquire(t, l, base, lock.NewOwnerID("a"))
 	last = held.Token()
-	p.Restart(t, true)
+	p.RestartWiped()
 	waitDone(t, held, time.Until(held.Deadline())+time.Second)
 	if cause := context.Cause(held.Context()); cause != lock.ErrLost {
 		t.Errorf("holder's cause after the data loss = %v", cause)

@@ -37,18 +37,8 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
-		Private: func(t *testing.T) locktest.Private { return privateRedis{testsvc.StartRedis(t, true)} },
+		Private: func(t *testing.T) locktest.Private { return testsvc.StartRedis(t, true) },
 	})
-}
-
-type privateRedis struct{ *testsvc.RedisServer }
-
-func (p privateRedis) Restart(_ *testing.T, wipe bool) {
-	if wipe {
-		p.RestartWiped()
-	} else {
-		p.RedisServer.Restart()
-	}
 }
 
 func hostPort(t *testing.T, rawURL string) string {

@@ -53,7 +53,7 @@ func TestConformance(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
-		Private: func(t *testing.T) locktest.Private { return privateZK{testsvc.StartZooKeeper(t)} },
+		Private: func(t *testing.T) locktest.Private { return testsvc.StartZooKeeper(t) },
 	})
 }
 
@@ -85,16 +85,6 @@ func (bs *bases) forget(t *testing.T, b *Backend) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 5*time.Second)
 		_ = b.Forget(ctx, base)
 		cancel()
-	}
-}
-
-type privateZK struct{ *testsvc.ZooKeeperServer }
-
-func (p privateZK) Restart(_ *testing.T, wipe bool) {
-	if wipe {
-		p.RestartWiped()
-	} else {
-		p.ZooKeeperServer.Restart()
 	}
 }
 
