@@ -199,22 +199,36 @@ func (b *Backend) grant(ctx context.Context, k key, p paths, name string, seen s
 	}
 }
 
+// held is this process's entry of the lease granted to k with token, if
+// its session is still the current one; nil if not (an entry of an
+// earlier session is dropped: its nodes went with it).
+func (b *Backend) held(k key, token int64) (*entry, error) {
+	e := b.entryOf(k)
+	if e == nil || !e.granted || e.grant.Token != token {
+		return nil, nil
+	}
+	s, err := b.current()
+	if err != nil {
+		return nil, err
+	}
+	if s.id() != e.session {
+		b.drop(k, e)
+		return nil, nil
+	}
+	return e, nil
+}
+
 // Renew implements lock.Backend (L2): the lease's node still exists and
 // belongs to this session. A node gone, or a session that expired (every
 // node of it is gone), is final: false. A connection lost is an error,
 // not a loss: the holder's local deadline decides.
 func (b *Backend) Renew(ctx context.Context, base, owner string, token int64, ttl time.Duration) (bool, error) {
 	k := key{base, owner}
-	e := b.entryOf(k)
-	if e == nil || !e.granted || e.grant.Token != token {
-		return false, nil
-	}
-	s, err := b.current()
+	e, err := b.held(k, token)
 	if err != nil {
 		return false, fmt.Errorf("lock: renew %s: %w", base, err)
 	}
-	if s.id() != e.session {
-		b.drop(k, e)
+	if e == nil {
 		return false, nil
 	}
 	p := b.paths(base)
@@ -248,16 +262,11 @@ func (b *Backend) Renew(ctx context.Context, base, owner string, token int64, tt
 // is still this session's and marks last released, in one transaction.
 func (b *Backend) Release(ctx context.Context, base, owner string, token int64) (bool, error) {
 	k := key{base, owner}
-	e := b.entryOf(k)
-	if e == nil || !e.granted || e.grant.Token != token {
-		return false, nil
-	}
-	s, err := b.current()
+	e, err := b.held(k, token)
 	if err != nil {
 		return false, fmt.Errorf("lock: release %s: %w", base, err)
 	}
-	if s.id() != e.session {
-		b.drop(k, e)
+	if e == nil {
 		return false, nil
 	}
 	p := b.paths(base)
