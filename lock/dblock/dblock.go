@@ -137,28 +137,23 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	if err := tx.Commit(); err != nil {
 		return lock.Grant{}, fmt.Errorf("lock: acquire %s: %w", name, err)
 	}
-	switch {
-	case n == 1:
-		g := lock.Grant{Status: lock.Granted, Owner: owner, Token: r.token, At: ms(r.acquiredMs),
-			Prev: lock.Holder{Owner: r.prevOwner, Token: r.prevToken, RenewedAt: ms(r.prevRenewed), Released: r.prevReleased}}
-		if g.Prev.Owner != "" && !g.Prev.RenewedAt.IsZero() {
-			g.Wait = g.At.Sub(g.Prev.RenewedAt)
-		}
-		return g, nil
-	case r.held() && r.owner == owner:
+	if n != 1 && !(r.held() && r.owner == owner) {
+		return lock.Grant{Status: lock.Held, Owner: r.owner, Token: r.token, TTL: time.Duration(max(r.leftMs, 0)) * time.Millisecond}, nil
+	}
+	g := lock.Grant{Status: lock.Granted, Owner: owner, Token: r.token, At: ms(r.acquiredMs),
+		Prev: lock.Holder{Owner: r.prevOwner, Token: r.prevToken, RenewedAt: ms(r.prevRenewed), Released: r.prevReleased}}
+	if g.Prev.Owner != "" && !g.Prev.RenewedAt.IsZero() {
+		g.Wait = g.At.Sub(g.Prev.RenewedAt)
+	}
+	if n != 1 {
 		// A retried acquire (its first reply was lost): the stored
 		// grant, renewed as Redis's retry renews it, with no new token.
 		if ok, err := b.Renew(ctx, name, owner, r.token, ttl); err != nil || !ok {
 			return lock.Grant{}, errors.Join(fmt.Errorf("lock: acquire %s again", name), err)
 		}
-		g := lock.Grant{Status: lock.Retried, Owner: owner, Token: r.token, At: ms(r.acquiredMs),
-			Prev: lock.Holder{Owner: r.prevOwner, Token: r.prevToken, RenewedAt: ms(r.prevRenewed), Released: r.prevReleased}}
-		if g.Prev.Owner != "" && !g.Prev.RenewedAt.IsZero() {
-			g.Wait = g.At.Sub(g.Prev.RenewedAt)
-		}
-		return g, nil
+		g.Status = lock.Retried
 	}
-	return lock.Grant{Status: lock.Held, Owner: r.owner, Token: r.token, TTL: time.Duration(max(r.leftMs, 0)) * time.Millisecond}, nil
+	return g, nil
 }
 
 // Renew implements lock.Backend.
