@@ -183,16 +183,22 @@ func mustAcquire(t *testing.T, l *lock.Locker, base, owner string) *lock.Lease {
 // alive reports whether the lease's context is still live.
 func alive(le *lock.Lease) bool { return le.Context().Err() == nil }
 
-// waitDone waits up to d for the lease to end and returns when it did.
-func waitDone(t *testing.T, le *lock.Lease, d time.Duration) time.Time {
+// WaitDone waits up to d for the lease to end and returns when it did. A
+// lease already ended passes whatever d is (a select of two ready cases
+// picks either: d may be negative when the caller computed it from a
+// deadline before a slow restart).
+func WaitDone(t *testing.T, le *lock.Lease, d time.Duration) time.Time {
 	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
 	select {
 	case <-le.Done():
-		return time.Now()
-	case <-time.After(d):
-		t.Fatalf("lease %s still live after %v (deadline in %v)", le.Key(), d, time.Until(le.Deadline()))
-		return time.Time{}
+	case <-timer.C:
+		if alive(le) {
+			t.Fatalf("lease %s still live after %v (deadline in %v)", le.Key(), d, time.Until(le.Deadline()))
+		}
 	}
+	return time.Now()
 }
 
 // validity is how long after a renewal was sent the holder trusts it.

@@ -36,7 +36,7 @@ func (s *suite) testTamper(t *testing.T) {
 	le := mustAcquire(t, l, base, lock.NewOwnerID("a"))
 	s.h.Tamper(t, base)
 	tampered := time.Now()
-	end := waitDone(t, le, time.Until(le.Deadline())+time.Second)
+	end := WaitDone(t, le, time.Until(le.Deadline())+time.Second)
 	if cause := context.Cause(le.Context()); cause != lock.ErrLost {
 		t.Fatalf("cause = %v, want ErrLost", cause)
 	}
@@ -77,7 +77,7 @@ func (s *suite) testCutOff(t *testing.T) {
 		t.Fatal(err)
 	}
 	cut := time.Now()
-	end := waitDone(t, le, s.h.TTL+time.Second)
+	end := WaitDone(t, le, s.h.TTL+time.Second)
 	last := le.Deadline() // final: nothing can extend it after the cut
 	if cause := context.Cause(le.Context()); cause != lock.ErrLost {
 		t.Fatalf("cause = %v, want ErrLost", cause)
@@ -121,7 +121,7 @@ func (s *suite) testAcquireContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	waitDone(t, le, 100*time.Millisecond)
+	WaitDone(t, le, 100*time.Millisecond)
 	if errors.Is(context.Cause(le.Context()), lock.ErrLost) {
 		t.Error("cancellation reported as loss")
 	}

@@ -78,7 +78,7 @@ func (s *suite) testRestartWiped(t *testing.T) {
 	held := mustAcquire(t, l, base, lock.NewOwnerID("a"))
 	last = held.Token()
 	p.RestartWiped()
-	waitDone(t, held, time.Until(held.Deadline())+time.Second)
+	WaitDone(t, held, time.Until(held.Deadline())+time.Second)
 	if cause := context.Cause(held.Context()); cause != lock.ErrLost {
 		t.Errorf("holder's cause after the data loss = %v", cause)
 	}

@@ -110,13 +110,3 @@ func mustAcquire(t *testing.T, l *lock.Locker, base, owner string) *lock.Lease {
 	t.Cleanup(func() { _ = le.Release(context.WithoutCancel(t.Context())) })
 	return le
 }
-
-// waitDone waits up to d for the lease to end.
-func waitDone(t *testing.T, le *lock.Lease, d time.Duration) {
-	t.Helper()
-	select {
-	case <-le.Done():
-	case <-time.After(d):
-		t.Fatalf("lease %s still live after %v", le.Key(), d)
-	}
-}

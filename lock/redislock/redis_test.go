@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/lock/locktest"
 )
 
 // What the conformance suite cannot say of every service: Redis's exact
@@ -26,7 +27,7 @@ func TestLease_Tampered(t *testing.T) {
 			if err := rdb.HSet(t.Context(), LeaseKey(base), field, "999").Err(); err != nil {
 				t.Fatal(err)
 			}
-			waitDone(t, le, time.Until(le.Deadline())+time.Second)
+			locktest.WaitDone(t, le, time.Until(le.Deadline())+time.Second)
 			if cause := context.Cause(le.Context()); cause != lock.ErrLost {
 				t.Fatalf("cause = %v, want ErrLost", cause)
 			}
