@@ -24,7 +24,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/migrate-dev/migrate/dialect"
@@ -37,9 +36,6 @@ type Backend struct {
 	sql  dialect.Lease
 	name string
 	log  *slog.Logger
-
-	mu    sync.Mutex
-	ready bool // the lease table exists
 }
 
 // New is a Backend on db, whose statements are d's; name describes it in
@@ -66,20 +62,23 @@ func (b *Backend) Close() error { return b.db.Close() }
 // renewal, by the database's clock, and a standby asks at most every poll.
 func (b *Backend) MaxWait(ttl, poll time.Duration) time.Duration { return ttl + poll }
 
-// ensure creates the lease table and the row of name unless they exist.
+// ensure creates the row of name, and the lease table first if it is
+// missing. PostgreSQL fails all but one of several CREATE TABLE IF NOT
+// EXISTS run at once (a unique violation in its catalog, raised once the
+// winner committed): instances started together on a fresh target try
+// again once, and then see the table.
 func (b *Backend) ensure(ctx context.Context, name string) error {
-	b.mu.Lock()
-	ready := b.ready
-	b.mu.Unlock()
-	if !ready {
-		if _, err := b.db.ExecContext(ctx, b.sql.LeaseTable()); err != nil {
+	_, err := b.db.ExecContext(ctx, b.sql.LeaseInit(), name)
+	if err != nil && dialect.MissingTable(err) {
+		if _, err = b.db.ExecContext(ctx, b.sql.LeaseTable()); err != nil {
+			_, err = b.db.ExecContext(ctx, b.sql.LeaseTable())
+		}
+		if err != nil {
 			return fmt.Errorf("lock: create %s: %w", dialect.LeaseTable, err)
 		}
-		b.mu.Lock()
-		b.ready = true
-		b.mu.Unlock()
+		_, err = b.db.ExecContext(ctx, b.sql.LeaseInit(), name)
 	}
-	if _, err := b.db.ExecContext(ctx, b.sql.LeaseInit(), name); err != nil {
+	if err != nil {
 		return fmt.Errorf("lock: lease %s: %w", name, err)
 	}
 	return nil

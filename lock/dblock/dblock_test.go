@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"log/slog"
 	"net/url"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -162,5 +164,63 @@ func (p privatePG) RestartWiped() {
 	c := open(p.t, p.URL)
 	if _, err := c.db.ExecContext(p.t.Context(), "DELETE FROM "+c.d.Quote(dialect.LeaseTable)); err != nil {
 		p.t.Fatal(err)
+	}
+}
+
+// TestFirstGrants: instances started together on a target that has no
+// lease table yet all create it and are answered (one granted, the others
+// held off), none failing on the others' CREATE TABLE: PostgreSQL's
+// CREATE TABLE IF NOT EXISTS run concurrently fails all but one with a
+// unique violation in its catalog.
+func TestFirstGrants(t *testing.T) {
+	for _, e := range []struct {
+		name string
+		url  func(testing.TB) string
+	}{{"postgres", testsvc.NewPostgresDB}, {"mysql", testsvc.NewMySQLDB}} {
+		t.Run(e.name, func(t *testing.T) {
+			t.Parallel()
+			dbURL := e.url(t)
+			admin := open(t, dbURL)
+			const instances = 6
+			for round := range 10 {
+				if _, err := admin.db.ExecContext(t.Context(), admin.d.DropTable([]string{dialect.LeaseTable})); err != nil {
+					t.Fatal(err)
+				}
+				backends := make([]lock.Backend, instances)
+				for i := range backends {
+					backends[i] = backend(t, dbURL)
+					t.Cleanup(func() { _ = backends[i].Close() })
+					// Connected before the race, so that they create
+					// together.
+					if err := backends[i].Ping(t.Context()); err != nil {
+						t.Fatal(err)
+					}
+				}
+				grants := make([]lock.Grant, instances)
+				errs := make([]error, instances)
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for i, b := range backends {
+					wg.Go(func() {
+						<-start
+						grants[i], errs[i] = b.Acquire(t.Context(), "migrate:{first}", "owner-"+strconv.Itoa(i), time.Minute)
+					})
+				}
+				close(start)
+				wg.Wait()
+				granted := 0
+				for i := range grants {
+					if errs[i] != nil {
+						t.Fatalf("round %d: instance %d: %v", round, i, errs[i])
+					}
+					if grants[i].Status == lock.Granted {
+						granted++
+					}
+				}
+				if granted != 1 {
+					t.Fatalf("round %d: %d grants, want 1: %+v", round, granted, grants)
+				}
+			}
+		})
 	}
 }
