@@ -45,12 +45,24 @@ func (l *Locker) Acquire(ctx context.Context, base, owner string) (*Lease, error
 		return nil, errors.New("lock: empty owner id")
 	}
 	sent := time.Now()
-	g, err := l.b.Acquire(ctx, base, owner, l.opts.TTL)
+	var g Grant
+	err := l.bounded(ctx, "acquire", base, func(cctx context.Context) (err error) {
+		g, err = l.b.Acquire(cctx, base, owner, l.opts.TTL)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
 	if g.Status == Held {
 		return nil, &HeldError{Key: base, Owner: g.Owner, Token: g.Token, TTL: g.TTL}
+	}
+	if took := time.Since(sent); took >= l.opts.validity() {
+		// A grant that came back after its validity cannot be trusted for
+		// a moment: the service was too slow to answer, an outage. It is
+		// left to the service; the owner's next acquire gets it back
+		// (Retried), renewed, or it expires at its TTL.
+		return nil, Unavailable(fmt.Errorf("lock: acquire %s: the grant came back after %v, past the lease's validity of %v",
+			base, took.Round(time.Millisecond), l.opts.validity()))
 	}
 	le := l.start(ctx, base, owner, g, sent)
 	l.log.InfoContext(ctx, "lease acquired", attrKey, base, attrOwner, owner, attrToken, g.Token,
@@ -68,8 +80,8 @@ func (l *Locker) start(ctx context.Context, base, owner string, g Grant, sent ti
 		deadline: sent.Add(l.opts.validity()),
 	}
 	le.mu.Lock()
-	// If the grant took longer than the validity, this fires at once: the
-	// lease is returned already lost rather than trusted too long.
+	// A grant that came back after its validity never gets here
+	// (Acquire); one at its very edge fires at once.
 	le.timer = time.AfterFunc(time.Until(le.deadline), le.expire)
 	le.mu.Unlock()
 	go le.run(sent)

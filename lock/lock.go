@@ -18,9 +18,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -35,7 +38,25 @@ var (
 	// ErrNotOwner is returned by Release when the lease was no longer ours
 	// (expired, or held by someone else). Retrying does not help.
 	ErrNotOwner = errors.New("lock: not the owner")
+	// ErrUnavailable is matched (errors.Is) by an error of a lock service
+	// that did not answer: no server reachable, no leader, a session being
+	// replaced, or no reply within the Locker's bound of a call. Waiting
+	// (max_outage) may pass it; a caller backs off as for any outage.
+	ErrUnavailable = errors.New("lock: service unavailable")
 )
+
+// Unavailable marks err as a lock service's not answering: errors.Is(…,
+// ErrUnavailable) holds, err's own chain and text are kept. nil stays nil.
+func Unavailable(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	return unavailable{err}
+}
+
+type unavailable struct{ error }
+
+func (u unavailable) Unwrap() []error { return []error{u.error, ErrUnavailable} }
 
 // HeldError reports who holds a lease that Acquire could not take.
 type HeldError struct {
@@ -148,7 +169,12 @@ func (l *Locker) Inspect(ctx context.Context, base string) (Info, error) {
 	if err := checkBase(base); err != nil {
 		return Info{}, err
 	}
-	return l.b.Inspect(ctx, base)
+	var info Info
+	err := l.bounded(ctx, "inspect", base, func(ctx context.Context) (err error) {
+		info, err = l.b.Inspect(ctx, base)
+		return err
+	})
+	return info, err
 }
 
 // RaiseToken makes every later grant's token of base above atLeast (L4:
@@ -161,7 +187,31 @@ func (l *Locker) RaiseToken(ctx context.Context, base string, atLeast int64) err
 	if atLeast < 0 {
 		return fmt.Errorf("lock: raise token of %s: negative value %d", base, atLeast)
 	}
-	return l.b.Raise(ctx, base, atLeast)
+	return l.bounded(ctx, "raise", base, func(ctx context.Context) error { return l.b.Raise(ctx, base, atLeast) })
+}
+
+// bounded runs f, one call to the service, within a bound of its own —
+// the TTL, 5 s at least — since the caller's context (a run's) has none
+// and some clients wait for a server for ever (etcd's waits for a ready
+// connection). A call that ran out of it while ctx is live, or failed on
+// the network (a timeout, a connection refused, reset or closed), is the
+// service's not answering: ErrUnavailable. Backends mark their clients'
+// own such errors (no leader, no server) themselves.
+func (l *Locker) bounded(ctx context.Context, what, base string, f func(context.Context) error) error {
+	bound := max(l.opts.TTL, 5*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	err := f(cctx)
+	var ne net.Error
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case cctx.Err() != nil:
+		return Unavailable(fmt.Errorf("lock: %s %s: no answer from %s within %v: %w", what, base, l.b, bound, err))
+	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+		return Unavailable(err)
+	}
+	return err
 }
 
 // WaitFree blocks until the service says owner may take the lease named

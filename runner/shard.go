@@ -44,11 +44,17 @@ type errRetry struct{ err error }
 func (e errRetry) Error() string { return e.err.Error() }
 func (e errRetry) Unwrap() error { return e.err }
 
+// unavailable reports whether err says that a database or the lock
+// service did not answer: an outage, waited out up to max_outage.
+func unavailable(err error) bool {
+	return dialect.Classify(err) == dialect.Unavailable || errors.Is(err, lock.ErrUnavailable)
+}
+
 // decide is the next state after an attempt that returned err, and for a
-// backoff the kind of failure: an outage (a database unavailable, or a
-// claim waiting for the previous holder's transaction to end, which its
-// server-side bounds end) is waited out up to max_outage; anything else
-// counts against max_retries.
+// backoff the kind of failure: an outage (a database or the lock service
+// unavailable, or a claim waiting for the previous holder's transaction to
+// end, which its server-side bounds end) is waited out up to max_outage;
+// anything else counts against max_retries.
 func decide(ctx context.Context, err error) (next, retry.Kind) {
 	var held *lock.HeldError
 	var again errRetry
@@ -61,7 +67,7 @@ func decide(ctx context.Context, err error) (next, retry.Kind) {
 	case errors.As(err, &held):
 		return nextStandby, retry.Final
 	case errors.As(err, &again), errors.As(err, &rc), !errors.Is(err, ErrHalted) && !errors.Is(err, ErrFenced):
-		if dialect.Classify(err) == dialect.Unavailable || dialect.LockTimeout(err) {
+		if unavailable(err) || dialect.LockTimeout(err) {
 			return nextBackoff, retry.Outage
 		}
 		return nextBackoff, retry.Failure
@@ -100,10 +106,12 @@ func (sr *shardRun) run(ctx context.Context) error {
 			case werr == nil && !sup:
 				sr.log.Warn("lease lost with no successor in the target (the lock service restarted or was unreachable); taking the shard again", "err", err)
 				sr.lost, err = err, errRetry{err}
-			case werr != nil && r.lockInTarget && dialect.Classify(werr) == dialect.Unavailable:
-				// The lease lives in the target, which is away: one
-				// outage, waited out up to max_outage like any other.
-				sr.log.Warn("lease lost while the target, which keeps it, is unreachable; taking the shard again once it is back", "err", err)
+			case werr != nil && unavailable(werr):
+				// The target is away (and with it the lease, when it
+				// keeps it): one outage, waited out up to max_outage
+				// like any other; the claim after it finds out whether
+				// a successor came meanwhile.
+				sr.log.Warn("lease lost while the target is unreachable; taking the shard again once it is back", "err", err)
 				sr.lost, err = err, errRetry{fmt.Errorf("%w (target: %w)", err, werr)}
 			}
 		}

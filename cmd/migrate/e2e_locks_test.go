@@ -11,8 +11,10 @@ package main_test
 // TestRun_DatabaseCrash/target_keeping_leases.
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/migrate-dev/migrate/internal/testsvc"
 	"github.com/migrate-dev/migrate/plans"
@@ -104,4 +106,52 @@ func TestLocks_NoRedis(t *testing.T) {
 		}
 		assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
 	})
+}
+
+// TestLocks_ServiceDown: the lock service (a private etcd, a private
+// ZooKeeper) is SIGKILLed in the middle of a run and stays down for 10s
+// (past the holder's 2s lease, past the 5s bound of an acquire and past
+// all that max_retries 1 allows), then starts again with its data. The
+// holder loses its lease, waits the lock service out as an outage
+// (max_outage), not as failures, takes the shard again and finishes: exit
+// 0, the target equal to the source. Without lock.ErrUnavailable both
+// exited 4 after 11s.
+func TestLocks_ServiceDown(t *testing.T) {
+	for _, svc := range []string{"etcd", "zookeeper"} {
+		t.Run(svc, func(t *testing.T) {
+			t.Parallel()
+			inDirections(t, []direction{pgToPG}, func(t *testing.T, e *env) {
+				var stop, start func()
+				if svc == "etcd" {
+					s := testsvc.StartEtcd(t)
+					e.lock, stop, start = s.URL, s.Stop, s.Start
+				} else {
+					s := testsvc.StartZooKeeper(t)
+					e.lock, stop, start = s.URL(testsvc.Prefix(t)), s.Stop, s.Start
+				}
+				const n = 40000
+				e.batchSize, e.leaseTTL, e.maxRetries = 500, "2s", 1
+				seedBig(t, e, "big", n)
+				g := e.gateBig(t, fmt.Sprintf("NEW.id > %d", n/2))
+				plan := e.plan(t, planTable{name: "big", key: []string{"id"}})
+				p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
+				g.waitHeld(t, p, 1)
+				stop()
+				time.Sleep(10 * time.Second)
+				start()
+				g.openAll(t)
+				r := p.wait(t)
+				wantCode(t, r, 0)
+				if !strings.Contains(r.stderr, "could not take the shard, retrying") {
+					t.Errorf("no retry while the lock service was down:\n%s", r.stderr)
+				}
+				var rep runReport
+				decodeJSON(t, r, &rep)
+				if rep.StaleRejections != 0 {
+					t.Errorf("%d stale rejections, want 0", rep.StaleRejections)
+				}
+				assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
+			})
+		})
+	}
 }

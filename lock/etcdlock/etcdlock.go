@@ -34,7 +34,10 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/migrate-dev/migrate/lock"
 )
@@ -153,14 +156,20 @@ func (b *Backend) bind(ctx context.Context) (context.Context, context.CancelFunc
 }
 
 // wrap is the error of a call that failed: ErrClosed when the backend
-// closed meanwhile, else err.
+// closed meanwhile; err marked lock.ErrUnavailable when the cluster did
+// not answer (no member reachable, no leader, the leader changed: gRPC's
+// Unavailable), so that a run waits it out as an outage; else err.
 func (b *Backend) wrap(err error) error {
 	select {
 	case <-b.closed:
 		return ErrClosed
 	default:
-		return err
 	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) && ee.Code() == codes.Unavailable || status.Code(err) == codes.Unavailable {
+		return lock.Unavailable(err)
+	}
+	return err
 }
 
 // Close implements lock.Backend: it ends every call, watch and connection

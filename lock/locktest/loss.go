@@ -58,7 +58,8 @@ func (s *suite) testTamper(t *testing.T) {
 
 // testCutOff: with the service unreachable, the holder stops trusting its
 // lease at its local deadline — not before, and not much after — and
-// reports the failed renewals as network errors, not as a lost lease.
+// reports the failed renewals as network errors, not as a lost lease; a
+// new acquire ends as an outage (ErrUnavailable) within its bound.
 func (s *suite) testCutOff(t *testing.T) {
 	t.Parallel()
 	p := proxy(t, s.h.Addr)
@@ -105,6 +106,17 @@ func (s *suite) testCutOff(t *testing.T) {
 	defer cancel()
 	if err := le.Release(ctx); err == nil || errors.Is(err, lock.ErrNotOwner) {
 		t.Errorf("release with the service cut off = %v, want a network error", err)
+	}
+	// An acquire with a context of no deadline (a run's) is not stuck
+	// for ever on the cut-off service: the Locker's bound ends it, as an
+	// outage.
+	start := time.Now()
+	_, err := l.Acquire(context.WithoutCancel(t.Context()), s.base(t), lock.NewOwnerID("b"))
+	if !errors.Is(err, lock.ErrUnavailable) {
+		t.Errorf("acquire with the service cut off = %v, want ErrUnavailable", err)
+	}
+	if took, limit := time.Since(start), max(s.h.TTL, 5*time.Second)+2*time.Second; took > limit {
+		t.Errorf("acquire with the service cut off took %v, more than %v", took, limit)
 	}
 }
 

@@ -76,7 +76,7 @@ func (b *Backend) take(ctx context.Context, k key, p paths, name string, seen si
 			// Gone: the session expired since it was queued (a place
 			// WaitFree left, long ago), or an operator deleted it.
 			if requeued {
-				return lock.Grant{}, errors.New("the queue node vanished: the session expired")
+				return lock.Grant{}, errVanished
 			}
 			requeued = true
 			if name, err = b.enqueue(ctx, p, k.owner); err != nil {
@@ -154,7 +154,7 @@ func (b *Backend) grant(ctx context.Context, k key, p paths, name string, seen s
 		}
 		nd, err := b.get(ctx, path)
 		if errors.Is(err, zk.ErrNoNode) {
-			return lock.Grant{}, errors.New("the queue node vanished: the session expired")
+			return lock.Grant{}, errVanished
 		}
 		if err != nil {
 			return lock.Grant{}, err
@@ -183,7 +183,7 @@ func (b *Backend) grant(ctx context.Context, k key, p paths, name string, seen s
 		case errors.Is(err, zk.ErrBadVersion):
 			continue // last or offset changed meanwhile: read them again
 		case errors.Is(err, zk.ErrNoNode):
-			return lock.Grant{}, errors.New("the queue node vanished: the session expired")
+			return lock.Grant{}, errVanished
 		case err != nil:
 			return lock.Grant{}, err
 		}

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-zookeeper/zk"
+
+	"github.com/migrate-dev/migrate/lock"
 )
 
 // session is one go-zookeeper client, its ZooKeeper session, and what its
@@ -142,6 +144,23 @@ type dialer struct {
 }
 
 var errClosed = errors.New("lock: zookeeper backend closed")
+
+// errVanished: this session's queue node is gone, with the session that
+// expired (or an operator's delete); a new session queues again.
+var errVanished = lock.Unavailable(errors.New("the queue node vanished: the session expired"))
+
+// unanswered marks the errors of a ZooKeeper that does not answer (no
+// server reachable, the connection dropped, the session over or moved) as
+// lock.ErrUnavailable, so that a run waits them out as an outage; they
+// still match go-zookeeper's own errors.
+func unanswered(err error) error {
+	for _, e := range []error{zk.ErrNoServer, zk.ErrConnectionClosed, zk.ErrSessionExpired, zk.ErrSessionMoved} {
+		if errors.Is(err, e) {
+			return lock.Unavailable(err)
+		}
+	}
+	return err
+}
 
 func newDialer(handshake func() time.Duration) *dialer {
 	return &dialer{handshake: handshake, conns: map[*boundConn]struct{}{}}

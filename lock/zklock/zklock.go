@@ -287,14 +287,14 @@ func call[T any](ctx context.Context, b *Backend, f func(*zk.Conn) (T, error), u
 	}
 	select {
 	case r := <-res:
-		return r.v, r.err
+		return r.v, unanswered(r.err)
 	case <-ctx.Done():
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	select {
 	case r := <-res: // it came back meanwhile: keep it
-		return r.v, r.err
+		return r.v, unanswered(r.err)
 	default:
 		gaveUp = true
 		return zero, ctx.Err()
