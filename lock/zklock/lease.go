@@ -105,8 +105,10 @@ func (b *Backend) take(ctx context.Context, k key, p paths, name string, seen si
 		if q.Owner == k.owner && stat.EphemeralOwner == s.id() {
 			// The first node is this owner's too, from an earlier call
 			// whose reply was lost: its lease if it was granted, else a
-			// leftover to delete.
-			if rec.Node != kids[0] || rec.Released {
+			// leftover to delete. A lease this process gave up (expired
+			// here, its node being deleted) is a leftover too: granted
+			// again, it would vanish under its new holder.
+			if rec.Node != kids[0] || rec.Released || b.isDeleting(p.node(kids[0])) {
 				b.remove(ctx, p, kids[0])
 				continue
 			}

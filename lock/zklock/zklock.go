@@ -75,8 +75,9 @@ type Backend struct {
 	closed    bool
 	nodes     map[key]*entry // this process's queue nodes: its leases and what WaitFree left for Acquire
 	sightings map[key]sighting
-	wg        sync.WaitGroup // every goroutine the backend starts
-	done      chan struct{}  // closed by Close
+	deleting  map[string]bool // paths of queue nodes deleteLater is deleting: never granted again
+	wg        sync.WaitGroup  // every goroutine the backend starts
+	done      chan struct{}   // closed by Close
 
 	wakes int64 // watch events WaitFree received (tests read it; under mu)
 }
@@ -110,7 +111,7 @@ func Dial(dsn plans.DSN, ttl time.Duration, log *slog.Logger) (*Backend, error) 
 	}
 	b := &Backend{
 		name: dsn.String(), prefix: "/" + prefix, hosts: dsn.Hosts(), ttl: ttl.Truncate(time.Millisecond),
-		acl: zk.WorldACL(zk.PermAll), log: log, nodes: map[key]*entry{}, sightings: map[key]sighting{}, done: make(chan struct{}),
+		acl: zk.WorldACL(zk.PermAll), log: log, nodes: map[key]*entry{}, sightings: map[key]sighting{}, deleting: map[string]bool{}, done: make(chan struct{}),
 	}
 	if u := dsn.User(); u != "" {
 		b.user, b.auth = u, []byte(u+":"+dsn.Password())
@@ -312,7 +313,16 @@ func (b *Backend) deleteLater(s *session, path string, id int64) {
 			return // no session now: the one that created it is over
 		}
 	}
-	b.goTracked(func() {
+	b.mu.Lock()
+	b.deleting[path] = true
+	b.mu.Unlock()
+	done := func() {
+		b.mu.Lock()
+		delete(b.deleting, path)
+		b.mu.Unlock()
+	}
+	if !b.goTracked(func() {
+		defer done()
 		for {
 			b.mu.Lock()
 			replaced := b.s != s
@@ -331,7 +341,16 @@ func (b *Backend) deleteLater(s *session, path string, id int64) {
 			case <-time.After(100 * time.Millisecond):
 			}
 		}
-	})
+	}) {
+		done()
+	}
+}
+
+// isDeleting reports whether deleteLater is deleting the node at path.
+func (b *Backend) isDeleting(path string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.deleting[path]
 }
 
 // String implements lock.Backend.

@@ -390,3 +390,40 @@ func TestSession_AfterDataLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAcquire_NodeBeingDeleted: a lease this process gave up — its entry
+// expired here, its node's delete still being retried in the background
+// (a connection blip) — is not granted again to the same owner: that node
+// would vanish under the new grant and hand the lease to a standby while
+// this holder trusts it. The owner gets a new node and a larger token.
+func TestAcquire_NodeBeingDeleted(t *testing.T) {
+	const ttl = 2 * time.Second
+	dsn := parse(t, testsvc.ZooKeeperURL(t))
+	b := dial(t, dsn.Redacted(), ttl, nil)
+	base := "migrate:{" + testsvc.Prefix(t) + "}"
+	forget(t, b, base)
+	first, err := b.Acquire(t.Context(), base, "a", ttl)
+	if err != nil || first.Status != lock.Granted {
+		t.Fatalf("first grant = %+v, %v", first, err)
+	}
+	// What expire leaves when its delete failed: no entry, the node's
+	// path being deleted.
+	k := key{base, "a"}
+	e := b.entryOf(k)
+	if e == nil || !b.drop(k, e) {
+		t.Fatal("no entry for the grant")
+	}
+	b.mu.Lock()
+	b.deleting[b.paths(base).node(e.node)] = true
+	b.mu.Unlock()
+	again, err := b.Acquire(t.Context(), base, "a", ttl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Status != lock.Granted || again.Token <= first.Token {
+		t.Errorf("acquire after the lease was given up = %+v, want a new grant above token %d", again, first.Token)
+	}
+	if e2 := b.entryOf(k); e2 == nil || e2.node == e.node {
+		t.Errorf("the new grant's node = %+v, want another than %s", e2, e.node)
+	}
+}
