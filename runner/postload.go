@@ -170,7 +170,7 @@ func (r *Runner) postLoad(ctx context.Context) error {
 		case steps[0].state == "done":
 			return nil
 		case steps[0].state == "halted":
-			return fmt.Errorf("%w: the post-load phase of plan %s is halted; fix the cause, then run `migrate resume`", ErrHalted, r.plan.Name)
+			return r.phaseHalted()
 		}
 		c, err := r.claimWith(ctx, s, log, r.claimPhase)
 		var held *lock.HeldError
@@ -214,7 +214,8 @@ var errPhaseDone = errors.New("the post-load phase is done")
 // claimPhase claims the post-load phase's fence and records it running,
 // in one transaction, which reads the phase's state as the claim found it
 // (after the watermark's lock, so after any previous holder's last
-// commit): the checkpoint's State. A phase found done is errPhaseDone.
+// commit): the checkpoint's State. A phase found done is errPhaseDone; one
+// found halted stays halted (ErrHalted), for an operator to resume.
 func (r *Runner) claimPhase(lease *lock.Lease, s fence.Shard) (cp cursor.Checkpoint, last watermark, err error) {
 	err = r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
 		if last, err = r.raiseFence(ctx, tx, lease, s); err != nil {
@@ -226,6 +227,8 @@ func (r *Runner) claimPhase(lease *lock.Lease, s fence.Shard) (cp cursor.Checkpo
 			return err
 		case len(steps) > 0 && steps[0].state == "done":
 			return errPhaseDone
+		case len(steps) > 0 && steps[0].state == "halted":
+			return r.phaseHalted() // by the holder that released just before
 		case len(steps) > 0:
 			cp.State = cursor.State(steps[0].state)
 		}
@@ -233,6 +236,11 @@ func (r *Runner) claimPhase(lease *lock.Lease, s fence.Shard) (cp cursor.Checkpo
 		return err
 	})
 	return cp, last, err
+}
+
+// phaseHalted is the error of a post-load phase found halted.
+func (r *Runner) phaseHalted() error {
+	return fmt.Errorf("%w: the post-load phase of plan %s is halted; fix the cause, then run `migrate resume`", ErrHalted, r.plan.Name)
 }
 
 // setPhase records the phase's state, fenced like a batch.
