@@ -74,11 +74,16 @@ type Session struct {
 	// a source: the driver's time.Time would shift dates with a zero month
 	// or day into real dates.
 	RawTimes bool
-	// Durable makes every commit durable before it is acknowledged,
-	// whatever the server's default: PostgreSQL's synchronous_commit on,
-	// for the leases of lock/dblock (MySQL's innodb_flush_log_at_trx_commit
-	// is the server's alone).
-	Durable bool
+	// Lease is a session of lock/dblock's leases, whatever the server's
+	// defaults: every commit durable before it is acknowledged
+	// (PostgreSQL's synchronous_commit on; MySQL's
+	// innodb_flush_log_at_trx_commit is the server's alone), and every
+	// statement at READ COMMITTED (PostgreSQL's default_transaction_
+	// isolation: at SERIALIZABLE, two standbys racing for a freed lease,
+	// or a renewal beside a grant, would fail with a serialization error
+	// instead of being told "held"; InnoDB's locking updates read the
+	// latest row whatever the level).
+	Lease bool
 }
 
 // SessionFor derives session-wide F3 timeouts from a lease TTL, a backstop

@@ -46,8 +46,9 @@ func pgOpenConfig(dsn plans.DSN, s Session) (*pgx.ConnConfig, error) {
 	if s.Lock > 0 {
 		cfg.RuntimeParams["lock_timeout"] = ms(s.Lock)
 	}
-	if s.Durable {
+	if s.Lease {
 		cfg.RuntimeParams["synchronous_commit"] = "on"
+		cfg.RuntimeParams["default_transaction_isolation"] = "read committed"
 	}
 	return cfg, nil
 }

@@ -126,7 +126,7 @@ func openLock(ctx context.Context, plan *plans.Plan, log *slog.Logger) (lock.Bac
 		d, name = plan.Target, "db (the target "+plan.Target.String()+")"
 	}
 	s := dialect.SessionFor(plan.LeaseTTL)
-	s.Durable = true
+	s.Lease = true
 	var db *sql.DB
 	var dd dialect.Dialect
 	err := runner.WhileUnavailable(ctx, plan.MaxOutage, log, "unavailable at start, retrying", func() (err error) {

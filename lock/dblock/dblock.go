@@ -116,7 +116,7 @@ func (b *Backend) Acquire(ctx context.Context, name, owner string, ttl time.Dura
 	if err := b.ensure(ctx, name); err != nil {
 		return lock.Grant{}, err
 	}
-	tx, err := b.db.BeginTx(ctx, nil)
+	tx, err := b.db.BeginTx(ctx, nil) // READ COMMITTED: dialect.Session.Lease
 	if err != nil {
 		return lock.Grant{}, fmt.Errorf("lock: acquire %s: %w", name, err)
 	}
