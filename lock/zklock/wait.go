@@ -83,6 +83,12 @@ func (b *Backend) WaitFree(ctx context.Context, base, owner string, poll time.Du
 			}
 			continue
 		}
+		if watchedHolder && watching != "" && !slices.Contains(kids, watching) {
+			// The holder's node went and a poll, not its watch, woke
+			// this wait: seen now, a moment late at most.
+			seen = sighting{node: watching, at: time.Now(), timeout: time.Duration(watched.TimeoutMs) * time.Millisecond}
+			watching = ""
+		}
 		i := slices.Index(kids, name)
 		switch {
 		case i < 0: // gone: the session expired, or an operator deleted it
