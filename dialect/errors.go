@@ -4,14 +4,13 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
-	"io"
-	"net"
 	"regexp"
 	"strings"
-	"syscall"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/migrate-dev/migrate/internal/retry"
 )
 
 // Class is what an error from a database says about retrying.
@@ -79,12 +78,7 @@ func Classify(err error) Class {
 	}
 	// A failed connect (pgconn.ConnectError) is classified by its cause:
 	// the network's errors below; TLS and certificate errors are Other.
-	var ne net.Error
-	switch {
-	case errors.As(err, &ne),
-		errors.Is(err, driver.ErrBadConn), errors.Is(err, mysql.ErrInvalidConn),
-		errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+	if retry.Network(err) || errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysql.ErrInvalidConn) {
 		return Unavailable
 	}
 	msg := err.Error()

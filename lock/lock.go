@@ -18,13 +18,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/migrate-dev/migrate/internal/retry"
 )
 
 var (
@@ -202,13 +201,11 @@ func (l *Locker) bounded(ctx context.Context, what, base string, f func(context.
 	cctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	err := f(cctx)
-	var ne net.Error
 	switch {
 	case err == nil || ctx.Err() != nil:
 	case cctx.Err() != nil:
 		return Unavailable(fmt.Errorf("lock: %s %s: no answer from %s within %v: %w", what, base, l.b, bound, err))
-	case errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
+	case retry.Network(err):
 		return Unavailable(err)
 	}
 	return err
