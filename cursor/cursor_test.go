@@ -16,21 +16,14 @@ import (
 	"github.com/migrate-dev/migrate/plans"
 )
 
-// engines are the target engines every Store test runs against: the
-// checkpoints live in the target (SPEC §5 C1).
-var engines = []struct {
-	name string
-	url  func(testing.TB) string
-}{{"postgres", testsvc.NewPostgresDB}, {"mysql", testsvc.NewMySQLDB}}
-
 // forEachTarget runs fn against a fresh database of every engine holding
 // the helper tables, through a pool with the session settings of a 30s
 // lease.
 func forEachTarget(t *testing.T, fn func(t *testing.T, db *sql.DB, s *cursor.Store)) {
 	t.Helper()
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			dsn, err := plans.ParseDSN(e.url(t))
+	for _, e := range testsvc.Engines { // the checkpoints live in the target (SPEC §5 C1)
+		t.Run(e.Name, func(t *testing.T) {
+			dsn, err := plans.ParseDSN(e.NewDB(t))
 			if err != nil {
 				t.Fatal(err)
 			}

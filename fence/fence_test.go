@@ -12,21 +12,12 @@ import (
 	"github.com/migrate-dev/migrate/plans"
 )
 
-// engine is one target engine under test.
-type engine struct {
-	name string
-	url  func(testing.TB) string
-}
-
-// engines are the target engines every fence test runs against.
-var engines = []engine{{"postgres", testsvc.NewPostgresDB}, {"mysql", testsvc.NewMySQLDB}}
-
 // forEachTarget runs fn against a fresh database of every engine with the
 // helper tables, through pools carrying the F3 timeouts of a lease TTL.
 func forEachTarget(t *testing.T, ttl time.Duration, fn func(t *testing.T, db *sql.DB, f *fence.Fence, d dialect.Dialect)) {
-	for _, e := range engines {
-		t.Run(e.name, func(t *testing.T) {
-			dsn, err := plans.ParseDSN(e.url(t))
+	for _, e := range testsvc.Engines {
+		t.Run(e.Name, func(t *testing.T) {
+			dsn, err := plans.ParseDSN(e.NewDB(t))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -15,13 +15,10 @@ import (
 // forEachTarget runs fn against a fresh database of every target engine
 // with the helper tables.
 func forEachTarget(t *testing.T, fn func(t *testing.T, st *records.Store, db *sql.DB)) {
-	for _, e := range []struct {
-		name string
-		url  func(testing.TB) string
-	}{{"postgres", testsvc.NewPostgresDB}, {"mysql", testsvc.NewMySQLDB}} {
-		t.Run(e.name, func(t *testing.T) {
+	for _, e := range testsvc.Engines {
+		t.Run(e.Name, func(t *testing.T) {
 			t.Parallel()
-			dsn, err := plans.ParseDSN(e.url(t))
+			dsn, err := plans.ParseDSN(e.NewDB(t))
 			if err != nil {
 				t.Fatal(err)
 			}

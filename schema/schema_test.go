@@ -15,12 +15,9 @@ import (
 
 // each runs fn against a fresh database of every engine.
 func each(t *testing.T, fn func(t *testing.T, db *sql.DB, d dialect.Dialect)) {
-	for _, e := range []struct {
-		name string
-		url  func(testing.TB) string
-	}{{"postgres", testsvc.NewPostgresDB}, {"mysql", testsvc.NewMySQLDB}} {
-		t.Run(e.name, func(t *testing.T) {
-			dsn, err := plans.ParseDSN(e.url(t))
+	for _, e := range testsvc.Engines {
+		t.Run(e.Name, func(t *testing.T) {
+			dsn, err := plans.ParseDSN(e.NewDB(t))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -128,6 +128,16 @@ func Prefix(t testing.TB) string {
 	return "t_" + s + "_" + hex.EncodeToString(b[:])
 }
 
+// Engine is a target engine the tests run against: its name (a subtest's)
+// and what makes a fresh database of it for a test.
+type Engine struct {
+	Name  string
+	NewDB func(testing.TB) string
+}
+
+// Engines are the target engines, PostgreSQL and MySQL/MariaDB.
+var Engines = []Engine{{"postgres", NewPostgresDB}, {"mysql", NewMySQLDB}}
+
 // NewPostgresDB creates a fresh database on the shared PostgreSQL server and
 // returns its URL; the database is dropped when the test ends.
 func NewPostgresDB(t testing.TB) string {

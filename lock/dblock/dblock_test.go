@@ -30,14 +30,10 @@ func TestMain(m *testing.M) {
 // lease table emptied too, as a restore from a backup older than the
 // leases would leave it).
 func TestConformance(t *testing.T) {
-	for _, e := range []struct {
-		name    string
-		url     func(testing.TB) string
-		private bool
-	}{{"postgres", testsvc.NewPostgresDB, true}, {"mysql", testsvc.NewMySQLDB, false}} {
-		t.Run(e.name, func(t *testing.T) {
+	for _, e := range testsvc.Engines {
+		t.Run(e.Name, func(t *testing.T) {
 			t.Parallel()
-			dbURL := e.url(t)
+			dbURL := e.NewDB(t)
 			u, err := url.Parse(dbURL)
 			if err != nil {
 				t.Fatal(err)
@@ -52,7 +48,7 @@ func TestConformance(t *testing.T) {
 					}
 				},
 			}
-			if e.private {
+			if e.Name == "postgres" {
 				h.Private = func(t *testing.T) locktest.Private {
 					// A private server with a database of the test's name,
 					// which Open points at whatever the address.
@@ -173,15 +169,12 @@ func (p privatePG) RestartWiped() {
 // CREATE TABLE IF NOT EXISTS run concurrently fails all but one with a
 // unique violation in its catalog) or on a server default of SERIALIZABLE.
 func TestFirstGrants(t *testing.T) {
-	for _, e := range []struct {
-		name string
-		url  func(testing.TB) string
-	}{{"postgres", testsvc.NewPostgresDB}, {"mysql", testsvc.NewMySQLDB}} {
-		t.Run(e.name, func(t *testing.T) {
+	for _, e := range testsvc.Engines {
+		t.Run(e.Name, func(t *testing.T) {
 			t.Parallel()
-			dbURL := e.url(t)
+			dbURL := e.NewDB(t)
 			admin := open(t, dbURL)
-			if e.name == "postgres" {
+			if e.Name == "postgres" {
 				// A server whose default is SERIALIZABLE: the lease's
 				// sessions still run at READ COMMITTED, so the grants
 				// racing on one row are answered, not refused.
