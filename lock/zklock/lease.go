@@ -118,6 +118,9 @@ func (b *Backend) take(ctx context.Context, k key, p paths, name string, seen si
 		}
 		b.remove(ctx, p, name)
 		name = ""
+		// Owner's other nodes, if any, are leftovers of creates whose
+		// replies were lost: they would hold up the queue. Best effort.
+		_, _ = b.leftovers(ctx, p, kids, k.owner, "")
 		return lock.Grant{Status: lock.Held, Owner: q.Owner, Token: token}, nil
 	}
 }

@@ -232,6 +232,41 @@ func (b *Backend) enqueue(ctx context.Context, p paths, owner string) (string, e
 	}
 }
 
+// leftovers deletes owner's queue nodes in kids, other than keep, that
+// this process's session created: nodes whose create the server carried
+// out but whose reply the connection lost, which no caller knows of. Left
+// in the queue, such a node would hold it up until the session ends —
+// and the same owner's next place, just behind it, would wait for it for
+// ever. It reports whether it deleted any.
+func (b *Backend) leftovers(ctx context.Context, p paths, kids []string, owner, keep string) (bool, error) {
+	prefix := "n-" + url.PathEscape(owner) + "-"
+	deleted := false
+	for _, name := range kids {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok || name == keep || strings.Trim(rest, "0123456789") != "" {
+			continue // another owner's ("n-a-b-…" is not owner a's), or the one kept
+		}
+		d, err := b.get(ctx, p.node(name))
+		if errors.Is(err, zk.ErrNoNode) {
+			continue
+		}
+		if err != nil {
+			return deleted, err
+		}
+		s, err := b.current()
+		if err != nil {
+			return deleted, err
+		}
+		if d.stat.EphemeralOwner != s.id() {
+			continue // an ended session's: the server deletes it
+		}
+		b.log.Debug("zookeeper: deleting a queue node whose create's reply was lost", attrService, b.name, attrLease, p.base, attrOwner, owner, "node", name)
+		b.remove(ctx, p, name)
+		deleted = true
+	}
+	return deleted, nil
+}
+
 // remove deletes this process's queue node name: at once if it can, else
 // in the background.
 func (b *Backend) remove(ctx context.Context, p paths, name string) {

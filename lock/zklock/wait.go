@@ -20,7 +20,10 @@ import (
 // the node for Acquire. Meanwhile it watches only the node just before
 // its own, so a holder's end wakes the next in line and no one else; it
 // also reads the queue again every poll (jittered), in case a watch was
-// lost. Service errors are logged and waited through, poll apart;
+// lost. Owner's other nodes in the queue of this session (a create whose
+// reply the connection lost) are deleted: waiting behind one, owner
+// would wait for itself. Service errors are logged and waited through,
+// poll apart;
 // when ctx ends, the node is deleted (in the background: WaitFree
 // returns at once).
 //
@@ -77,6 +80,12 @@ func (b *Backend) WaitFree(ctx context.Context, base, owner string, poll time.Du
 			name = n
 		}
 		kids, _, err := b.queue(ctx, p)
+		if err == nil {
+			var deleted bool
+			if deleted, err = b.leftovers(ctx, p, kids, owner, name); deleted && err == nil {
+				continue // read the queue again without them
+			}
+		}
 		if err != nil {
 			if err := failed("reading the queue", err); err != nil {
 				return err
