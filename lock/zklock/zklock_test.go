@@ -238,11 +238,13 @@ func TestLease_SessionExpiry(t *testing.T) {
 
 // TestDial_NegotiatedTimeout: a TTL above the server's maxSessionTimeout
 // is refused — a lease trusted longer than its session would be unsafe;
-// one below its minSessionTimeout (two ticks) works, with a warning, and
-// standbys wait the longer session timeout.
+// one below its minSessionTimeout works, with a warning, and standbys wait
+// the longer session timeout. The server's minSessionTimeout is 2s, not
+// its default of two ticks (200ms): a session that short can expire on a
+// loaded machine, and its requests fail with it.
 func TestDial_NegotiatedTimeout(t *testing.T) {
 	t.Parallel()
-	zs := testsvc.StartZooKeeper(t, "maxSessionTimeout=3000")
+	zs := testsvc.StartZooKeeper(t, "minSessionTimeout=2000", "maxSessionTimeout=3000")
 	url := zs.URL("migrate")
 
 	var logs testsvc.Buffer
@@ -255,16 +257,16 @@ func TestDial_NegotiatedTimeout(t *testing.T) {
 		t.Errorf("error %q", msg)
 	}
 
-	ttl := 100 * time.Millisecond
+	ttl := time.Second
 	b = dial(t, url, ttl, debugLogger(&logs))
-	if !strings.Contains(logs.String(), "session timeout above the lease TTL") || !strings.Contains(logs.String(), "session_timeout=200ms") {
+	if !strings.Contains(logs.String(), "session timeout above the lease TTL") || !strings.Contains(logs.String(), "session_timeout=2s") {
 		t.Errorf("no warning:\n%s", logs.String())
 	}
-	if got := b.MaxWait(ttl, ttl/10); got != 220*time.Millisecond {
-		t.Errorf("MaxWait = %v, want the 200ms session's plus a tenth", got)
+	if got := b.MaxWait(ttl, ttl/10); got != 2200*time.Millisecond {
+		t.Errorf("MaxWait = %v, want the 2s session's plus a tenth", got)
 	}
-	// A lease of 100ms, on a session of 200ms: granted, and gone once
-	// not renewed for its TTL, as the process deletes its node.
+	// A lease of 1s, on a session of 2s: granted, and gone once not
+	// renewed for its TTL, as the process deletes its node.
 	base := "migrate:{short}"
 	g, err := b.Acquire(t.Context(), base, "a", ttl)
 	if err != nil || g.Status != lock.Granted || g.Token <= 0 {
