@@ -24,7 +24,7 @@ type child struct {
 	stdout bytes.Buffer // written by exec's copier until done
 	stderr *lineLog
 	done   chan struct{}
-	killed bool // SIGKILLed by the drill (the kill drill, or hung)
+	killed bool // killed by the drill (the kill drill's SIGKILL, or SIGQUIT when hung)
 }
 
 // startChild starts `bin run ... --instance name` with env added to the
@@ -35,6 +35,10 @@ func startChild(ctx context.Context, bin, name, role string, args, env []string,
 		"--json", "--no-progress", "--no-verify", "--instance", name)...)
 	c.cmd.Env = append(os.Environ(), env...)
 	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, c.stderr
+	// An instance still running when the drill gives up (its context
+	// ends) dumps its goroutines into its log before it is killed: that
+	// is what tells where it hung.
+	c.cmd.Cancel = func() error { return c.cmd.Process.Signal(syscall.SIGQUIT) }
 	c.cmd.WaitDelay = 5 * time.Second
 	setPdeathsig(c.cmd)
 	if err := c.cmd.Start(); err != nil {
@@ -82,8 +86,16 @@ func (c *child) wait(ctx context.Context, limit time.Duration) bool {
 	case <-timeout:
 	}
 	_ = c.signal(syscall.SIGCONT) // a stopped process cannot be waited for otherwise
-	_ = c.signal(syscall.SIGKILL)
-	<-c.done
+	// SIGQUIT first: Go's runtime writes every goroutine's stack to the
+	// log, which tells where the instance hung.
+	c.killed = true
+	_ = c.signal(syscall.SIGQUIT)
+	select {
+	case <-c.done:
+	case <-time.After(2 * time.Second):
+		_ = c.signal(syscall.SIGKILL)
+		<-c.done
+	}
 	return false
 }
 
