@@ -220,6 +220,7 @@ var fenceCases = []goldenCase{
 	{"FenceCheck", "", func(d Dialect, _ fixture) string { return d.FenceCheck() }},
 	{"FenceRead", "", func(d Dialect, _ fixture) string { return d.FenceRead() }},
 	{"FenceFloor", "", func(d Dialect, _ fixture) string { return d.FenceFloor() }},
+	{"FenceBreak", "", func(d Dialect, _ fixture) string { return d.FenceBreak() }},
 }
 
 var checkpointCases = []goldenCase{

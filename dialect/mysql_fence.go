@@ -23,6 +23,11 @@ func (m MySQL) FenceCheck() string {
 WHERE plan = ? AND tbl = ? AND shard = ? AND token = ? AND owner = ?`
 }
 
+// FenceBreak implements Dialect: none. MySQL ends a statement whose client
+// stops sending for net_read_timeout (30s by default), and a claim that
+// waits longer for the row is retried as an outage.
+func (MySQL) FenceBreak() string { return "" }
+
 // FenceRead implements Dialect.
 func (m MySQL) FenceRead() string {
 	return `SELECT token, owner FROM ` + m.Quote(FenceTable) + ` WHERE plan = ? AND tbl = ? AND shard = ?`

@@ -56,6 +56,7 @@ type SQL interface {
 	FenceFloor() string
 	FenceCheck() string
 	FenceRead() string
+	FenceBreak() string
 }
 
 // Tx is what the fence needs from a transaction (*sql.Tx satisfies it).
@@ -121,6 +122,23 @@ func (f *Fence) verdict(ctx context.Context, tx Tx, res sql.Result, s Shard, t T
 	}
 	stale.Watermark, stale.Holder = w, holder
 	return stale
+}
+
+// Break ends the sessions of migrate that hold the shard's watermark row
+// in an open transaction (see dialect's FenceBreak) and returns how many
+// it ended; 0 on a dialect that needs none. A successor runs it outside
+// its claim's transaction, just before it: those sessions belong to
+// holders whose lease ended, so all they can do is make it wait.
+func (f *Fence) Break(ctx context.Context, q Tx, s Shard) (int64, error) {
+	stmt := f.sql.FenceBreak()
+	if stmt == "" {
+		return 0, nil
+	}
+	var n int64
+	if err := q.QueryRowContext(ctx, stmt, s.Plan, s.Table, s.Index).Scan(&n); err != nil {
+		return 0, fmt.Errorf("fence: end the sessions that hold %s: %w", s, err)
+	}
+	return n, nil
 }
 
 // Watermark reads the shard's watermark; zero and "" when none was claimed.

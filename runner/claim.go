@@ -94,8 +94,11 @@ func (r *Runner) release(ctx context.Context, lease *lock.Lease) {
 // takeover is C2: one transaction raises the watermark strictly to the
 // lease's token (which waits out any in-flight transaction of the old
 // holder) and reads the checkpoint. It also returns the watermark it
-// replaced.
+// replaced. Before it, the sessions of earlier holders that still hold
+// the watermark row are ended (fence.Break): one frozen in the middle of
+// sending a batch's rows would hold it for as long as it stays frozen.
 func (r *Runner) takeover(lease *lock.Lease, s fence.Shard) (cp cursor.Checkpoint, last watermark, err error) {
+	r.breakFence(lease, s)
 	err = r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		if last, err = r.raiseFence(ctx, tx, lease, s); err != nil {
@@ -105,6 +108,20 @@ func (r *Runner) takeover(lease *lock.Lease, s fence.Shard) (cp cursor.Checkpoin
 		return err
 	})
 	return cp, last, err
+}
+
+// breakFence ends the sessions that hold s's watermark row for the claim
+// of lease. A failure is only logged: the claim then waits for them, as
+// it would anyway.
+func (r *Runner) breakFence(lease *lock.Lease, s fence.Shard) {
+	ctx, cancel := context.WithTimeout(lease.Context(), releaseTimeout)
+	defer cancel()
+	switch n, err := r.fence.Break(ctx, r.dst, s); {
+	case err != nil:
+		r.log.Warn("could not end the sessions of earlier holders that hold the shard's watermark row; the claim waits for them", "shard", s.String(), "err", err)
+	case n > 0:
+		r.log.Warn("ended the target sessions of an earlier holder that still held the shard's watermark row (frozen while it sent a batch)", "shard", s.String(), "sessions", n)
+	}
 }
 
 // raiseFence raises the shard's watermark strictly to the lease's token in
