@@ -30,26 +30,44 @@ func lostCreate(t *testing.T, b *Backend, p paths, owner string) string {
 	return path[len(p.queue)+1:]
 }
 
+// leftoverTest is a lease held by "holder" on one backend, renewed until
+// released, and another backend b for the owner "standby", both with a
+// session of leftoverTTL.
+type leftoverTest struct {
+	b    *Backend
+	base string
+	p    paths
+	le   *lock.Lease
+	addr string // the ZooKeeper server's
+}
+
+const leftoverTTL = 2 * time.Second
+
+func held(t *testing.T) leftoverTest {
+	dsn := parse(t, testsvc.ZooKeeperURL(t))
+	url := dsn.Redacted()
+	h, b := dial(t, url, leftoverTTL, nil), dial(t, url, leftoverTTL, nil)
+	base := "migrate:{" + testsvc.Prefix(t) + "}"
+	forget(t, h, base)
+	le, err := locker(t, h, leftoverTTL).Acquire(t.Context(), base, "holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return leftoverTest{b: b, base: base, p: h.paths(base), le: le, addr: dsn.Hosts()[0]}
+}
+
 // TestWaitFree_LostCreateReply: a standby whose earlier create's reply
 // was lost deletes that leftover node, and is let through when the
 // holder releases, instead of waiting behind its own node until its
 // session ends. Without the fix it still waits 10s after the release.
 func TestWaitFree_LostCreateReply(t *testing.T) {
 	t.Parallel()
-	const ttl = 2 * time.Second
-	url := parse(t, testsvc.ZooKeeperURL(t)).Redacted()
-	h, b := dial(t, url, ttl, nil), dial(t, url, ttl, nil)
-	base := "migrate:{" + testsvc.Prefix(t) + "}"
-	p := h.paths(base)
-	forget(t, h, base)
-	le, err := locker(t, h, ttl).Acquire(t.Context(), base, "holder") // renewed until released
-	if err != nil {
-		t.Fatal(err)
-	}
+	lt := held(t)
+	b, base, p, le := lt.b, lt.base, lt.p, lt.le
 	left := lostCreate(t, b, p, "standby")
 	waited := make(chan error, 1)
 	go func() { waited <- b.WaitFree(t.Context(), base, "standby", 200*time.Millisecond) }()
-	c := rawConn(t, parse(t, url).Hosts()[0], nil)
+	c := rawConn(t, lt.addr, nil)
 	kids := waitQueued(t, c, p, 2) // the holder's and the standby's new place; the leftover went
 	if slices.Contains(kids, left) {
 		t.Errorf("queue %v still holds the leftover %s", kids, left)
@@ -65,7 +83,7 @@ func TestWaitFree_LostCreateReply(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("the standby still waits 10s after the release; queue %v", queued(t, c, p))
 	}
-	next, err := b.Acquire(t.Context(), base, "standby", ttl)
+	next, err := b.Acquire(t.Context(), base, "standby", leftoverTTL)
 	if err != nil || next.Status != lock.Granted || next.Token <= le.Token() {
 		t.Fatalf("standby's grant = %+v, %v; want one above token %d", next, err, le.Token())
 	}
@@ -79,23 +97,15 @@ func TestWaitFree_LostCreateReply(t *testing.T) {
 // those of an owner whose name starts with its own.
 func TestAcquire_LostCreateReply(t *testing.T) {
 	t.Parallel()
-	const ttl = 2 * time.Second
-	url := parse(t, testsvc.ZooKeeperURL(t)).Redacted()
-	h, b := dial(t, url, ttl, nil), dial(t, url, ttl, nil)
-	base := "migrate:{" + testsvc.Prefix(t) + "}"
-	p := h.paths(base)
-	forget(t, h, base)
-	le, err := locker(t, h, ttl).Acquire(t.Context(), base, "holder") // renewed until released
-	if err != nil {
-		t.Fatal(err)
-	}
+	lt := held(t)
+	b, base, p, le := lt.b, lt.base, lt.p, lt.le
 	other := lostCreate(t, b, p, "standby-1") // "n-standby-1-…": not owner standby's
 	left := lostCreate(t, b, p, "standby")
-	held, err := b.Acquire(t.Context(), base, "standby", ttl)
+	held, err := b.Acquire(t.Context(), base, "standby", leftoverTTL)
 	if err != nil || held.Status != lock.Held || held.Owner != "holder" || held.Token != le.Token() {
 		t.Fatalf("acquire = %+v, %v; want held by holder, token %d", held, err, le.Token())
 	}
-	c := rawConn(t, parse(t, url).Hosts()[0], nil)
+	c := rawConn(t, lt.addr, nil)
 	kids := waitQueued(t, c, p, 2)
 	if slices.Contains(kids, left) || !slices.Contains(kids, other) {
 		t.Errorf("queue %v: want the leftover %s gone and %s kept", kids, left, other)
