@@ -1,5 +1,6 @@
 // Command migrate copies large tables between PostgreSQL and MySQL/MariaDB in
-// checkpointed batches under a Redis lease, fenced at the target, and resumes
+// checkpointed batches under a lease (in the target database, Redis, etcd or
+// ZooKeeper), fenced at the target, and resumes
 // after a crash by simply running it again. See README.md.
 package main
 
@@ -32,7 +33,8 @@ const (
 )
 
 const usage = `migrate copies large tables between PostgreSQL and MySQL/MariaDB in
-checkpointed batches under a Redis lease, fenced at the target.
+checkpointed batches under a lease (in the target database, Redis, etcd or
+ZooKeeper), fenced at the target.
 
 Usage:
   migrate run      -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify] [--metrics-addr ADDR] [--parallel K]
@@ -42,10 +44,12 @@ Usage:
   migrate validate -p PLAN
   migrate resume   -p PLAN [--table NAME] [--shard N]
   migrate drill    -p PLAN KIND [--json] [--reset]   (KIND: kill, pause, short-pause,
-                   partition, late-write, redis-restart)
+                   partition, late-write, lock-restart)
 
 Without -p, a single table is described by flags:
-  --source URL --target URL --redis URL --table NAME --key COLS
+  --source URL --target URL --table NAME --key COLS [--lock URL]
+  (no --lock: the leases live in the target database; --redis URL is the
+  Redis shorthand)
 
 Run 'migrate COMMAND -h' for the flags of a command.
 Exit codes: 0 done, 1 error, 2 usage or invalid plan, 3 differences found,
