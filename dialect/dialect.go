@@ -296,15 +296,20 @@ type Fence interface {
 	// FenceFloor creates a watermark with no owner unless the shard has
 	// one: args plan, table, shard, token.
 	FenceFloor() string
-	// FenceBreak ends the sessions of migrate that hold the watermark row
-	// locked in an open transaction, and yields how many it ended: args
-	// plan, table, shard. A successor runs it before its claim: a holder
-	// whose lease ended cannot commit anything the successor needs, and
-	// one frozen while it sends rows would otherwise hold the row for as
-	// long as it stays frozen (PostgreSQL does not act on statement_timeout
-	// while it waits for COPY data). "" where the server ends such a
-	// statement itself (MySQL: net_read_timeout).
+	// FenceBreak lists the sessions of migrate that hold the watermark
+	// row locked in an open transaction: rows of (pid, the transaction's
+	// xid8 as text); args plan, table, shard. A successor ends them before
+	// its claim (FenceEnd): a holder whose lease ended cannot commit
+	// anything the successor needs, and one frozen while it sends rows
+	// would otherwise hold the row for as long as it stays frozen
+	// (PostgreSQL does not act on statement_timeout while it waits for
+	// COPY data). "" where the server ends such a statement itself
+	// (MySQL: net_read_timeout).
 	FenceBreak() string
+	// FenceEnd ends one session FenceBreak listed, only while it still
+	// runs the transaction it was listed with, and yields whether it did:
+	// args pid, xid8.
+	FenceEnd() string
 }
 
 // Checkpoint is the cursor's statements (C1, C2).

@@ -221,6 +221,7 @@ var fenceCases = []goldenCase{
 	{"FenceRead", "", func(d Dialect, _ fixture) string { return d.FenceRead() }},
 	{"FenceFloor", "", func(d Dialect, _ fixture) string { return d.FenceFloor() }},
 	{"FenceBreak", "", func(d Dialect, _ fixture) string { return d.FenceBreak() }},
+	{"FenceEnd", "", func(d Dialect, _ fixture) string { return d.FenceEnd() }},
 }
 
 var checkpointCases = []goldenCase{

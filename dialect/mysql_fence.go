@@ -28,6 +28,9 @@ WHERE plan = ? AND tbl = ? AND shard = ? AND token = ? AND owner = ?`
 // waits longer for the row is retried as an outage.
 func (MySQL) FenceBreak() string { return "" }
 
+// FenceEnd implements Dialect: none (see FenceBreak).
+func (MySQL) FenceEnd() string { return "" }
+
 // FenceRead implements Dialect.
 func (m MySQL) FenceRead() string {
 	return `SELECT token, owner FROM ` + m.Quote(FenceTable) + ` WHERE plan = ? AND tbl = ? AND shard = ?`

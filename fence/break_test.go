@@ -105,3 +105,73 @@ func TestBreak_HolderFrozenInCopy(t *testing.T) {
 		t.Errorf("%d rows in the table, %v; want none of the frozen batch", other, err)
 	}
 }
+
+// TestBreak_EndsOnlyTheTransactionSeen: a session listed as holding the
+// row is ended only while it still runs the transaction it held the row
+// in. One that committed and began another meanwhile (the holder's next
+// batch, or another session that got its pid) is left alone.
+func TestBreak_EndsOnlyTheTransactionSeen(t *testing.T) {
+	db, f := openPostgres(t)
+	if err := inTx(t, db, func(tx *sql.Tx) error { return f.Claim(t.Context(), tx, shard, 1, "holder") }); err != nil {
+		t.Fatal(err)
+	}
+	l := newLease(t, 1, "holder")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	hold := func() (*sql.Tx, string) {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.CheckLease(ctx, tx, shard, l); err != nil {
+			t.Fatal(err)
+		}
+		var xact string
+		if err := tx.QueryRow(`SELECT pg_current_xact_id()::text`).Scan(&xact); err != nil {
+			t.Fatal(err)
+		}
+		return tx, xact
+	}
+	tx, xact := hold()
+	holders, err := f.Holders(ctx, db, shard)
+	if err != nil || len(holders) != 1 || holders[0].Xact != xact {
+		t.Fatalf("Holders = %+v, %v; want one, in transaction %s", holders, err, xact)
+	}
+	// The holder finishes that transaction and begins another before the
+	// successor's End.
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	next, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := next.Exec(`SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := f.End(ctx, db, holders[0]); err != nil || ended {
+		t.Fatalf("End of a holder that finished the transaction it was seen in = %v, %v; want false", ended, err)
+	}
+	if err := next.Commit(); err != nil {
+		t.Fatalf("the session's next transaction: %v; want it untouched", err)
+	}
+
+	// Still in the transaction it was seen in: ended.
+	tx, xact = hold()
+	defer func() { _ = tx.Rollback() }()
+	holders, err = f.Holders(ctx, db, shard)
+	if err != nil || len(holders) != 1 || holders[0].Xact != xact {
+		t.Fatalf("Holders = %+v, %v; want one, in transaction %s", holders, err, xact)
+	}
+	if ended, err := f.End(ctx, db, holders[0]); err != nil || !ended {
+		t.Fatalf("End of a holder still in its transaction = %v, %v; want true", ended, err)
+	}
+	if err := tx.Commit(); err == nil {
+		t.Error("the ended holder's transaction committed")
+	}
+}

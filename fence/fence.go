@@ -57,12 +57,19 @@ type SQL interface {
 	FenceCheck() string
 	FenceRead() string
 	FenceBreak() string
+	FenceEnd() string
 }
 
 // Tx is what the fence needs from a transaction (*sql.Tx satisfies it).
 type Tx interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Querier is a Tx that also reads rows (*sql.DB satisfies it), for Break.
+type Querier interface {
+	Tx
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
 // Fence runs the watermark statements of one target dialect.
@@ -128,17 +135,67 @@ func (f *Fence) verdict(ctx context.Context, tx Tx, res sql.Result, s Shard, t T
 // in an open transaction (see dialect's FenceBreak) and returns how many
 // it ended; 0 on a dialect that needs none. A successor runs it outside
 // its claim's transaction, just before it: those sessions belong to
-// holders whose lease ended, so all they can do is make it wait.
-func (f *Fence) Break(ctx context.Context, q Tx, s Shard) (int64, error) {
+// holders whose lease ended, so all they can do is make it wait. Each is
+// ended by End, which leaves it alone if it has finished that transaction
+// since it was listed.
+func (f *Fence) Break(ctx context.Context, q Querier, s Shard) (int64, error) {
 	stmt := f.sql.FenceBreak()
 	if stmt == "" {
 		return 0, nil
 	}
+	holders, err := f.Holders(ctx, q, s)
+	if err != nil {
+		return 0, err
+	}
 	var n int64
-	if err := q.QueryRowContext(ctx, stmt, s.Plan, s.Table, s.Index).Scan(&n); err != nil {
-		return 0, fmt.Errorf("fence: end the sessions that hold %s: %w", s, err)
+	for _, h := range holders {
+		ended, err := f.End(ctx, q, h)
+		if err != nil {
+			return n, fmt.Errorf("fence: end the session %d that held %s: %w", h.PID, s, err)
+		}
+		if ended {
+			n++
+		}
 	}
 	return n, nil
+}
+
+// Holder is a session that held a watermark row locked, in the
+// transaction Xact (an xid8, as text), when Break looked.
+type Holder struct {
+	PID  int64
+	Xact string
+}
+
+// Holders lists the sessions that hold s's watermark row in an open
+// transaction (none on a dialect that needs no Break).
+func (f *Fence) Holders(ctx context.Context, q Querier, s Shard) ([]Holder, error) {
+	stmt := f.sql.FenceBreak()
+	if stmt == "" {
+		return nil, nil
+	}
+	rows, err := q.QueryContext(ctx, stmt, s.Plan, s.Table, s.Index)
+	if err != nil {
+		return nil, fmt.Errorf("fence: the sessions that hold %s: %w", s, err)
+	}
+	defer rows.Close()
+	var out []Holder
+	for rows.Next() {
+		var h Holder
+		if err := rows.Scan(&h.PID, &h.Xact); err != nil {
+			return nil, fmt.Errorf("fence: the sessions that hold %s: %w", s, err)
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+// End ends h's session if it still runs the transaction it held the row
+// in, and says whether it did.
+func (f *Fence) End(ctx context.Context, q Querier, h Holder) (bool, error) {
+	var ended bool
+	err := q.QueryRowContext(ctx, f.sql.FenceEnd(), h.PID, h.Xact).Scan(&ended)
+	return ended, err
 }
 
 // Watermark reads the shard's watermark; zero and "" when none was claimed.
