@@ -216,7 +216,26 @@ var errPhaseDone = errors.New("the post-load phase is done")
 // (after the watermark's lock, so after any previous holder's last
 // commit): the checkpoint's State. A phase found done is errPhaseDone; one
 // found halted stays halted (ErrHalted), for an operator to resume.
+//
+// The claim holds the plan's setup lock: setup reads the phase's state
+// and drops the foreign keys of the load under it, and must not find the
+// phase pending while a holder starts re-creating them (see
+// dropForeignKeys).
 func (r *Runner) claimPhase(lease *lock.Lease, s fence.Shard) (cp cursor.Checkpoint, last watermark, err error) {
+	conn, err := r.dst.Conn(lease.Context())
+	if err != nil {
+		return cp, last, fmt.Errorf("post-load claim: %w", err)
+	}
+	defer conn.Close()
+	unlock, err := schema.Lock(lease.Context(), conn, r.dstD, r.setupLockName())
+	if err != nil {
+		return cp, last, err
+	}
+	defer func() {
+		if uerr := unlock(); uerr != nil && err == nil {
+			err = uerr
+		}
+	}()
 	err = r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
 		if last, err = r.raiseFence(ctx, tx, lease, s); err != nil {
 			return err

@@ -148,6 +148,10 @@ func (r *Runner) target(defs []*dialect.TableDef, recorded []stepRow) schema.Tar
 	return schema.Target{SQL: r.dstD, Source: r.srcD.Engine(), FenceColumn: r.plan.FenceColumn, Targets: targets, Recorded: rec}
 }
 
+// setupLockName is the plan's setup lock: setup holds it throughout, the
+// post-load phase's claim while it records the phase running.
+func (r *Runner) setupLockName() string { return "migrate:" + r.plan.Name }
+
 // helpersLock serialises the creation of the helper tables by every plan
 // sharing a PostgreSQL target: two transactions creating one table "IF NOT
 // EXISTS" at once fail. (Plan names cannot hold a '/'.)
@@ -169,7 +173,7 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 		return nil, fmt.Errorf("target setup: %w", err)
 	}
 	defer conn.Close()
-	names := []string{"migrate:" + r.plan.Name}
+	names := []string{r.setupLockName()}
 	if r.dstD.TransactionalDDL() {
 		names = append(names, helpersLock)
 	}
@@ -268,8 +272,18 @@ func (r *Runner) runDDL(ctx context.Context, db schema.Conn, preps []*schema.Pre
 
 // dropForeignKeys drops the foreign keys of existing target tables that
 // the post-load phase re-creates (recorded by now), not those whose
-// re-creation is done: a finished plan run again keeps them.
+// re-creation is done: a finished plan run again keeps them. Nor any
+// while the phase runs (recorded, under the setup lock that its claim
+// takes too): every shard is done then, so there is no load to speed up,
+// and its holder may have created a key whose step it has not marked done
+// yet — dropped now, it would be lost for good.
 func (r *Runner) dropForeignKeys(ctx context.Context, db schema.Conn, preps []*schema.Prepared, recorded []stepRow) error {
+	if len(recorded) > 0 && recorded[0].seq == 0 && recorded[0].state == "running" {
+		if hasDrops(preps) {
+			r.log.Info("the post-load phase is running: the target's foreign keys stay in place")
+		}
+		return nil
+	}
 	done := map[string]bool{}
 	for _, s := range recorded {
 		if s.state == "done" && s.Kind == dialect.StepForeignKey { // the phase's own row (seq 0) is neither
@@ -290,6 +304,16 @@ func (r *Runner) dropForeignKeys(ctx context.Context, db schema.Conn, preps []*s
 		}
 	}
 	return nil
+}
+
+// hasDrops says whether any table has foreign keys dropForeignKeys would drop.
+func hasDrops(preps []*schema.Prepared) bool {
+	for _, p := range preps {
+		if len(p.DropFKs) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // writeCheckpoints writes each shard's checkpoint with its bounds, the

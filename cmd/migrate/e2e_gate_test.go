@@ -42,6 +42,12 @@ const gateKey = 7163
 // stage per condition, each held until opened.
 func newGate(t *testing.T, eng *engine, db *sql.DB, table string, conds ...string) *gate {
 	t.Helper()
+	return newGateOn(t, eng, db, table, "INSERT", conds...)
+}
+
+// newGateOn is newGate on another event of table (UPDATE).
+func newGateOn(t *testing.T, eng *engine, db *sql.DB, table, event string, conds ...string) *gate {
+	t.Helper()
 	ctx := t.Context()
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -74,10 +80,10 @@ func newGate(t *testing.T, eng *engine, db *sql.DB, table string, conds ...strin
 	t.Cleanup(func() { g.openAll(t); _ = conn.Close() })
 	q := eng.quote(table)
 	if eng == mysqlEngine {
-		exec1(t, db, "CREATE TRIGGER "+eng.quote(table+"_gate")+" BEFORE INSERT ON "+q+" FOR EACH ROW BEGIN\n"+body.String()+"END")
+		exec1(t, db, "CREATE TRIGGER "+eng.quote(table+"_gate")+" BEFORE "+event+" ON "+q+" FOR EACH ROW BEGIN\n"+body.String()+"END")
 	} else {
 		exec1(t, db, "CREATE FUNCTION "+eng.quote(table+"_gate")+"() RETURNS trigger LANGUAGE plpgsql AS $$\nBEGIN\n"+body.String()+"RETURN NEW;\nEND $$")
-		exec1(t, db, "CREATE TRIGGER "+eng.quote(table+"_gate")+" BEFORE INSERT ON "+q+" FOR EACH ROW EXECUTE FUNCTION "+eng.quote(table+"_gate")+"()")
+		exec1(t, db, "CREATE TRIGGER "+eng.quote(table+"_gate")+" BEFORE "+event+" ON "+q+" FOR EACH ROW EXECUTE FUNCTION "+eng.quote(table+"_gate")+"()")
 	}
 	return g
 }
