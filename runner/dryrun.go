@@ -23,6 +23,9 @@ type DryRun struct {
 	PostLoad []string `json:"post_load"`
 	// NotMigrated are the source's objects a run does not copy.
 	NotMigrated []string `json:"not_migrated"`
+	// Error is why the dry run could not finish (with --json, a failed dry
+	// run still prints one object).
+	Error string `json:"error,omitempty"`
 }
 
 // DryRunTable is one table's forecast. Unchanged rows hold the same data in

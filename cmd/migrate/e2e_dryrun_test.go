@@ -149,3 +149,39 @@ func dryRunUsed(t *testing.T, e *env) {
 		t.Error("writing the dry run's report changed the target")
 	}
 }
+
+// TestJSON_EveryExit: with --json every exit prints one JSON object with
+// the error: a dry run refused for a table without a key (exit 2) in the
+// dry run's shape, a plan that cannot be read, a flag that does not exist,
+// and a command (status) that fails before it can print its own.
+func TestJSON_EveryExit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, pgEngine, pgEngine)
+	exec1(t, e.srcDB, "CREATE TABLE nokey (a integer, b text)")
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	for _, c := range []struct {
+		name string
+		args []string
+		keys []string
+	}{
+		{"dry run of a table without a key", []string{"run", "-p", e.plan(t, planTable{name: "nokey"}), "--dry-run", "--json"}, []string{"plan", "dry_run", "tables", "error"}},
+		{"dry run of a plan that cannot be read", []string{"run", "-p", missing, "--dry-run", "--json"}, []string{"dry_run", "error"}},
+		{"run of a plan that cannot be read", []string{"run", "-p", missing, "--json"}, []string{"plan", "takeovers", "error"}},
+		{"a flag that does not exist", []string{"run", "--json", "--no-such-flag"}, []string{"error", "exit_code"}},
+		{"status of a plan that cannot be read", []string{"status", "-p", missing, "--json"}, []string{"error", "exit_code"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := runMigrate(t, c.args...)
+			wantCode(t, r, 2)
+			var raw map[string]any
+			decodeJSON(t, r, &raw)
+			m := requireKeys(t, strings.Join(c.args, " "), raw, c.keys...)
+			if msg, _ := m["error"].(string); msg == "" {
+				t.Errorf("error %v, want the reason", m["error"])
+			}
+			if _, ok := m["dry_run"]; ok && m["dry_run"] != true {
+				t.Errorf("dry_run %v, want true", m["dry_run"])
+			}
+		})
+	}
+}

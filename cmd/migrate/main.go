@@ -93,8 +93,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	warnArgvPasswords(args[1:], stderr)
-	err := cmd(ctx, args[1:], stdout, stderr)
+	out := &countingWriter{w: stdout}
+	err := cmd(ctx, args[1:], out, stderr)
 	code := exitCode(err)
+	if err != nil && out.n == 0 && wantsJSON(args[1:]) && !errors.Is(err, flag.ErrHelp) {
+		// Every exit of a command given --json prints one object; a
+		// command that failed before it could print its own gets this.
+		_ = writeJSON(stdout, struct {
+			Error    string `json:"error"`
+			ExitCode int    `json:"exit_code"`
+		}{err.Error(), code})
+	}
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stderr, "migrate %s: %v\n", name, err)
 		var ue usageError
@@ -103,6 +112,32 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+// countingWriter counts what a command wrote.
+type countingWriter struct {
+	w io.Writer
+	n int
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += n
+	return n, err
+}
+
+// wantsJSON says whether a command's arguments ask for --json (before a
+// "--" that ends the flags).
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-json", "--json", "-json=true", "--json=true":
+			return true
+		}
+	}
+	return false
 }
 
 func exitCode(err error) int {

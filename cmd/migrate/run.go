@@ -57,7 +57,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	plan, err := f.pf.load()
 	if err != nil {
-		return printFailure(stdout, *f.asJSON, &runner.Report{}, err)
+		return f.failure(stdout, nil, "", err)
 	}
 	if os.Getenv("GOGC") == "" {
 		// The heap is a few pages of rows: trading a little memory for a
@@ -71,21 +71,21 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	defer stop()
 	if *f.parallel < 0 {
-		return usageError{"--parallel must not be negative"}
+		return f.failure(stdout, plan, "", usageError{"--parallel must not be negative"})
 	}
 	opts, stopMetrics, err := f.options(ctx, plan, stderr)
 	defer stopMetrics()
 	if err != nil {
-		return printFailure(stdout, *f.asJSON, &runner.Report{Plan: plan.Name, Instance: *f.instance, Owner: opts.Owner}, err)
+		return f.failure(stdout, plan, opts.Owner, err)
 	}
 	opts.Log.Info("starting", "plan", plan.Name, "owner", opts.Owner, "source", plan.Source, "target", plan.Target, "lock", plan.LockName())
 	r, err := openRunner(ctx, plan, opts, false)
 	if err != nil {
-		return printFailure(stdout, *f.asJSON, &runner.Report{Plan: plan.Name, Instance: *f.instance, Owner: opts.Owner}, err)
+		return f.failure(stdout, plan, opts.Owner, err)
 	}
 	defer r.Close()
 	if *f.dry {
-		return f.dryRun(ctx, r, stdout)
+		return f.dryRun(ctx, r, plan.Name, stdout)
 	}
 	rep, runErr := r.Run(ctx)
 	if runErr != nil {
@@ -134,9 +134,16 @@ func (f *runFlags) options(ctx context.Context, plan *plans.Plan, stderr io.Writ
 }
 
 // dryRun prints what the run would do (and writes --report).
-func (f *runFlags) dryRun(ctx context.Context, r *runner.Runner, stdout io.Writer) error {
+func (f *runFlags) dryRun(ctx context.Context, r *runner.Runner, plan string, stdout io.Writer) error {
 	d, err := r.DryRun(ctx)
 	if err != nil {
+		if *f.asJSON {
+			if d == nil {
+				d = &runner.DryRun{}
+			}
+			d.Error = err.Error()
+			printDryRunJSON(stdout, plan, d)
+		}
 		return err
 	}
 	if *f.report != "" {
@@ -151,15 +158,41 @@ func (f *runFlags) dryRun(ctx context.Context, r *runner.Runner, stdout io.Write
 	return nil
 }
 
-// printFailure reports a run that could not start: with --json still one
-// JSON object on stdout, so scripts always have one to read.
-func printFailure(stdout io.Writer, asJSON bool, rep *runner.Report, err error) error {
-	if asJSON {
-		rep.Error = err.Error()
-		rep.Takeovers, rep.Shards = []runner.Takeover{}, []runner.ShardResult{}
-		_ = writeJSON(stdout, rep)
+// failure reports a run that could not start (plan nil: not loaded):
+// with --json still one JSON object on stdout, of the shape the run or the
+// dry run prints, so scripts always have one to read.
+func (f *runFlags) failure(stdout io.Writer, plan *plans.Plan, owner string, err error) error {
+	if !*f.asJSON {
+		return err
 	}
+	name := ""
+	if plan != nil {
+		name = plan.Name
+	}
+	if *f.dry {
+		printDryRunJSON(stdout, name, &runner.DryRun{Error: err.Error()})
+		return err
+	}
+	rep := &runner.Report{Plan: name, Instance: *f.instance, Owner: owner, Error: err.Error()}
+	rep.Takeovers, rep.Shards = []runner.Takeover{}, []runner.ShardResult{}
+	_ = writeJSON(stdout, rep)
 	return err
+}
+
+// printDryRunJSON prints a dry run that failed, its lists empty rather
+// than null.
+func printDryRunJSON(stdout io.Writer, plan string, d *runner.DryRun) {
+	d.Plan, d.DryRun = plan, true
+	if d.Tables == nil {
+		d.Tables = []runner.DryRunTable{}
+	}
+	if d.PostLoad == nil {
+		d.PostLoad = []string{}
+	}
+	if d.NotMigrated == nil {
+		d.NotMigrated = []string{}
+	}
+	_ = writeJSON(stdout, d)
 }
 
 func writeJSON(w io.Writer, v any) error {
