@@ -222,39 +222,86 @@ var errPhaseDone = errors.New("the post-load phase is done")
 // phase pending while a holder starts re-creating them (see
 // dropForeignKeys).
 func (r *Runner) claimPhase(lease *lock.Lease, s fence.Shard) (cp cursor.Checkpoint, last watermark, err error) {
+	err = r.underSetupLock(lease, func() error {
+		return r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
+			var err error
+			cp, last, err = r.claimPhaseTx(ctx, tx, lease, s)
+			return err
+		})
+	})
+	return cp, last, err
+}
+
+// claimPhaseTx is claimPhase's transaction.
+func (r *Runner) claimPhaseTx(ctx context.Context, tx *sql.Tx, lease *lock.Lease, s fence.Shard) (cp cursor.Checkpoint, last watermark, err error) {
+	if last, err = r.raiseFence(ctx, tx, lease, s); err != nil {
+		return cp, last, err
+	}
+	steps, err := r.postLoadSteps(ctx, tx)
+	switch {
+	case err != nil:
+		return cp, last, err
+	case len(steps) > 0 && steps[0].state == "done":
+		return cp, last, errPhaseDone
+	case len(steps) > 0 && steps[0].state == "halted":
+		return cp, last, r.phaseHalted() // by the holder that released just before
+	case len(steps) > 0:
+		cp.State = cursor.State(steps[0].state)
+	}
+	_, err = tx.ExecContext(ctx, r.dstD.PostLoadState(), "running", lease.Token(), r.plan.Name)
+	return cp, last, err
+}
+
+// underSetupLock runs fn holding the plan's setup lock, on a connection of
+// its own.
+func (r *Runner) underSetupLock(lease *lock.Lease, fn func() error) (err error) {
 	conn, err := r.dst.Conn(lease.Context())
 	if err != nil {
-		return cp, last, fmt.Errorf("post-load claim: %w", err)
+		return fmt.Errorf("target: %w", err)
 	}
 	defer conn.Close()
 	unlock, err := schema.Lock(lease.Context(), conn, r.dstD, r.setupLockName())
 	if err != nil {
-		return cp, last, err
+		return err
 	}
 	defer func() {
 		if uerr := unlock(); uerr != nil && err == nil {
 			err = uerr
 		}
 	}()
-	err = r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
-		if last, err = r.raiseFence(ctx, tx, lease, s); err != nil {
+	return fn()
+}
+
+// finishPhase records the phase done, or pending again when another
+// instance's setup recorded steps while it ran (a table new to a
+// discovering plan): those steps wait for the run that copies their
+// tables, which runs the phase again once its shards are done. Under the
+// setup lock, so that no setup records a step between the look and the
+// mark.
+func (r *Runner) finishPhase(lease *lock.Lease, log *slog.Logger) error {
+	return r.underSetupLock(lease, func() error {
+		return r.leaseTx(lease, func(ctx context.Context, tx *sql.Tx) error {
+			if err := r.fence.CheckLease(ctx, tx, postLoadShard(r.plan), lease); err != nil {
+				return err
+			}
+			steps, err := r.postLoadSteps(ctx, tx)
+			if err != nil {
+				return err
+			}
+			state, added := "done", 0
+			for _, st := range steps {
+				if st.seq > 0 && st.state != "done" {
+					state = "pending"
+					added++
+				}
+			}
+			if added > 0 {
+				log.Info("another instance's setup recorded post-load steps while this phase ran; the phase is pending again, for the run that copies their tables", "steps", added)
+			}
+			_, err = tx.ExecContext(ctx, r.dstD.PostLoadState(), state, lease.Token(), r.plan.Name)
 			return err
-		}
-		steps, err := r.postLoadSteps(ctx, tx)
-		switch {
-		case err != nil:
-			return err
-		case len(steps) > 0 && steps[0].state == "done":
-			return errPhaseDone
-		case len(steps) > 0 && steps[0].state == "halted":
-			return r.phaseHalted() // by the holder that released just before
-		case len(steps) > 0:
-			cp.State = cursor.State(steps[0].state)
-		}
-		_, err = tx.ExecContext(ctx, r.dstD.PostLoadState(), "running", lease.Token(), r.plan.Name)
-		return err
+		})
 	})
-	return cp, last, err
 }
 
 // phaseHalted is the error of a post-load phase found halted.
@@ -334,7 +381,7 @@ func (r *Runner) runPostLoad(ctx context.Context, lease *lock.Lease, log *slog.L
 		rep.Steps++
 		log.Info("post-load step done", "table", st.table, "kind", st.Kind, "name", st.Name, "elapsed", time.Since(began))
 	}
-	return r.setPhase(lease, "done")
+	return r.finishPhase(lease, log)
 }
 
 // runStep runs one step unless its object exists: a step that fails is

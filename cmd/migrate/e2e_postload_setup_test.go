@@ -73,3 +73,47 @@ WHERE CONSTRAINT_SCHEMA = DATABASE() AND TABLE_NAME = ? AND CONSTRAINT_TYPE = 'F
 	}
 	return queryInt(t, e.dstDB, `SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND conrelid = $1::regclass`, table)
 }
+
+// TestPostLoad_StepsRecordedWhileRunning: a table created in the source
+// while a discovering plan's post-load phase runs is set up by the next
+// instance, whose steps (its index) the running holder has not read. The
+// holder must not mark the phase done over them: it leaves it pending,
+// and the instance that copied the table runs them once its shards are
+// done. It used to be marked done, and the index was never created.
+func TestPostLoad_StepsRecordedWhileRunning(t *testing.T) {
+	inDirections(t, []direction{pgToPG}, func(t *testing.T, e *env) {
+		e.lock, e.leaseTTL = "db", "60s"
+		exec1(t, e.srcDB, "CREATE TABLE parent (id bigint PRIMARY KEY, name varchar(20) NOT NULL)")
+		exec1(t, e.srcDB, "CREATE TABLE child (id bigint PRIMARY KEY, parent_id bigint NOT NULL REFERENCES parent (id))")
+		exec1(t, e.srcDB, "INSERT INTO parent VALUES (1, 'one'), (2, 'two')")
+		exec1(t, e.srcDB, "INSERT INTO child VALUES (10, 1), (11, 2)")
+		for _, q := range (dialect.Postgres{}).Helpers() {
+			exec1(t, e.dstDB, q)
+		}
+		g := newGateOn(t, e.dst, e.dstDB, dialect.PostLoadTable, "UPDATE",
+			"NEW.state = 'done' AND NEW.kind = '"+dialect.StepForeignKey+"'")
+		plan := e.plan(t) // discovery: every table of the source
+
+		a := startMigrate(t, "run", "-p", plan, "--instance", "a")
+		g.waitHeld(t, a, 1) // a runs the post-load phase: it created the foreign key
+		exec1(t, e.srcDB, "CREATE TABLE late (id bigint PRIMARY KEY, v integer NOT NULL)")
+		exec1(t, e.srcDB, "CREATE INDEX late_v_idx ON late (v)")
+		exec1(t, e.srcDB, "INSERT INTO late SELECT g, g % 7 FROM generate_series(1, 100) g")
+		c := startMigrate(t, "run", "-p", plan, "--instance", "c")
+		waitUntil(t, c, "c, which copied late, waits as the post-load phase's standby", func() bool {
+			return strings.Contains(c.stderr.String(), "the post-load phase is held by another instance")
+		})
+		g.open(t, 0)
+		wantCode(t, a.wait(t), 0)
+		wantCode(t, c.wait(t), 0)
+		if n := queryInt(t, e.dstDB, "SELECT count(*) FROM pg_indexes WHERE tablename = 'late' AND indexname = 'late_v_idx'"); n != 1 {
+			t.Errorf("the index of the table added while the post-load phase ran: %d in the target, want 1", n)
+		}
+		if n := queryInt(t, e.dstDB, "SELECT count(*) FROM "+dialect.PostLoadTable+" WHERE state <> 'done'"); n != 0 {
+			t.Errorf("%d post-load steps not done", n)
+		}
+		if n := e.foreignKeys(t, "child"); n != 1 {
+			t.Errorf("%d foreign keys on child, want 1", n)
+		}
+	})
+}
