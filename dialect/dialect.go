@@ -351,7 +351,7 @@ type Drill interface {
 }
 
 // Detector is a dialect that refines itself once connected, from the
-// server's version (MySQL vs MariaDB syntax).
+// server's version (MySQL vs MariaDB syntax; PostgreSQL's binary forms).
 type Detector interface {
 	Detect(ctx context.Context, db *sql.DB) (Dialect, error)
 }
