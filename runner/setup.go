@@ -145,7 +145,11 @@ func (r *Runner) target(defs []*dialect.TableDef, recorded []stepRow) schema.Tar
 		}
 		rec[s.table][s.Name] = true
 	}
-	return schema.Target{SQL: r.dstD, Source: r.srcD.Engine(), FenceColumn: r.plan.FenceColumn, Targets: targets, Recorded: rec}
+	tg := schema.Target{SQL: r.dstD, Source: r.srcD.Engine(), FenceColumn: r.plan.FenceColumn, Targets: targets, Recorded: rec}
+	if r.src != nil {
+		tg.SourceDB, tg.SourceSQL = r.src, r.srcD
+	}
+	return tg
 }
 
 // helpersLock serialises the creation of the helper tables by every plan
