@@ -320,3 +320,50 @@ func BenchmarkCopy(b *testing.B) {
 		b.ReportMetric(float64(rows)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
 	})
 }
+
+// A table that passthrough may not copy between the two servers (an
+// interval between major versions: dialect.Postgres.Passthrough) is copied
+// by decoding its rows, every value intact. The source's version is read
+// from the server; the target's is given, two majors newer.
+func TestCopier_PassthroughRefusedDecodes(t *testing.T) {
+	e := setup(t, 0, 4)
+	ctx := t.Context()
+	mustExec(t, e.src, `CREATE TABLE spans (id bigint PRIMARY KEY, d interval, n numeric)`)
+	mustExec(t, e.src, `INSERT INTO spans VALUES (1, '178956970 years 7 mons 2147483647 days 2562047788:00:54.775807', 'NaN'),
+  (2, '-1 days +00:00:01.5', 1.5), (3, NULL, NULL), (4, '0', -0.000001)`)
+	mustExec(t, e.dst, `CREATE TABLE spans (id bigint PRIMARY KEY, d interval, n numeric, _fence bigint NOT NULL DEFAULT 0)`)
+	d, err := dialect.Postgres{}.Detect(ctx, e.src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := d.(dialect.Postgres)
+	dst := dialect.Postgres{Server: dialect.PgServer{Major: src.Server.Major + 2, IntegerDatetimes: true}}
+	cols := []dialect.Column{{Name: "id", Type: "bigint", Base: "bigint"}, {Name: "d", Type: "interval", Base: "interval"}, {Name: "n", Type: "numeric", Base: "numeric"}}
+	if !src.Passthrough(src, cols, cols, []string{"id"}) {
+		t.Fatal("passthrough refused between a server and itself")
+	}
+	e.spec.Source, e.spec.Target, e.spec.Columns, e.spec.Types = []string{"spans"}, []string{"spans"}, []string{"id", "d", "n"}, cols
+	e.spec.Passthrough = dst.Passthrough(src, cols, cols, []string{"id"})
+	if e.spec.Passthrough {
+		t.Fatalf("passthrough allowed from PostgreSQL %d to %d for %v", src.Server.Major, dst.Server.Major, cols)
+	}
+	e.copier.SourceSQL, e.copier.TargetSQL = src, dst
+	res, err := e.copier.Copy(ctx, e.spec, newLease(t, 4), cursor.Checkpoint{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows != 4 || res.Profile.PerBatch()["encode"] == 0 {
+		t.Errorf("result %+v, phases %v: want 4 rows, encoded (read by decoding)", res, res.Profile.PerBatch())
+	}
+	const rows = `SELECT string_agg(concat_ws('|', id, d, n), ',' ORDER BY id) FROM spans`
+	var want, got string
+	if err := e.src.QueryRow(rows).Scan(&want); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dst.QueryRow(rows).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("target rows %s, source rows %s", got, want)
+	}
+}

@@ -17,7 +17,9 @@ import (
 // pgRawTypes are the base types whose binary form (the bytes of their send
 // function, which their receive function reads back) depends on nothing of
 // the database: no type OID inside it, no user type. Arrays, composites,
-// ranges, enums and domains are left to the decoding path.
+// ranges, enums and domains are left to the decoding path. Between two
+// servers of the same major version (and datetime representation) each
+// reads back what the other sends.
 var pgRawTypes = map[string]bool{
 	"smallint": true, "integer": true, "bigint": true, "numeric": true, "real": true, "double precision": true,
 	"text": true, "character varying": true, "character": true, "boolean": true, "bytea": true, "uuid": true,
@@ -26,17 +28,51 @@ var pgRawTypes = map[string]bool{
 	"inet": true, "cidr": true, "macaddr": true, "oid": true,
 }
 
+// pgRawAcross are the types of pgRawTypes whose binary form is the same in
+// every major version from 10 on (given the same integer_datetimes), so
+// that passthrough may copy them between servers of different versions:
+// fixed-width integers and IEEE floats; a boolean's one byte; text,
+// varchar and char as the client encoding's bytes (the connection's, the
+// same on both sides); bytea's bytes; uuid's 16 bytes; date as int32 days
+// and timestamp, timestamptz and time as int64 microseconds, their
+// infinities the type's extreme values since 8.4. Left out, whatever their
+// tables hold today:
+//   - interval: PostgreSQL 17 sends 'infinity' as (INT64_MAX, INT32_MAX,
+//     INT32_MAX), which an older server takes as the finite interval
+//     "178956970 years 7 mons 2147483647 days 2562047788:00:54.775807";
+//   - numeric: PostgreSQL 14 added ±Infinity (sign words 0xD000 and
+//     0xF000), which an older server refuses;
+//   - json, jsonb, inet, cidr, macaddr, oid: unchanged as far as we know,
+//     but nothing measured shows it, and the decoding path carries them.
+var pgRawAcross = map[string]bool{
+	"smallint": true, "integer": true, "bigint": true, "real": true, "double precision": true, "boolean": true,
+	"text": true, "character varying": true, "character": true, "bytea": true, "uuid": true,
+	"date": true, "timestamp without time zone": true, "timestamp with time zone": true, "time without time zone": true,
+}
+
 // pgRawKeys are the key types ReadRaw decodes, as the database/sql reader
 // gives them: integers as int64, text as string.
 var pgRawKeys = map[string]bool{"smallint": true, "integer": true, "bigint": true, "text": true, "character varying": true}
 
-// Passthrough implements RawCopier.
-func (Postgres) Passthrough(src, dst []Column, key []string) bool {
+// Passthrough implements RawCopier: p is the target's dialect, from the
+// source's, each as Detect found its server. Two servers of one major
+// version may pass any type of pgRawTypes, two of different versions only
+// those of pgRawAcross; a server not detected, or whose datetimes are not
+// the other's, passes nothing.
+func (p Postgres) Passthrough(from Dialect, src, dst []Column, key []string) bool {
+	s, ok := from.(Postgres)
+	if !ok || s.Server.Major == 0 || p.Server.Major == 0 || s.Server.IntegerDatetimes != p.Server.IntegerDatetimes {
+		return false
+	}
+	types := pgRawTypes
+	if s.Server.Major != p.Server.Major {
+		types = pgRawAcross
+	}
 	if len(src) != len(dst) || len(src) == 0 {
 		return false
 	}
 	for i, c := range src {
-		if !pgRawTypes[c.Base] || dst[i].Type != c.Type || dst[i].Base != c.Base {
+		if !types[c.Base] || dst[i].Type != c.Type || dst[i].Base != c.Base {
 			return false
 		}
 	}

@@ -49,15 +49,17 @@ func (p RawPage) Last() []any {
 // RawCopier is a dialect that moves rows between two databases of its own
 // engine without decoding them: the source's binary result rows become
 // the target's binary bulk rows as they are (PostgreSQL's send and receive
-// forms are the same bytes). Passthrough tells whether a table can: every
-// column of one of the types whose binary form is the same in any database
-// of the engine, the same type on both sides, and a key the reader can
+// forms are the same bytes). Passthrough, called on the target's dialect
+// with the source's (each as its server was detected), tells whether a
+// table can: every column of one of the types whose binary form is the
+// same in any database of the two servers — fewer types when their
+// versions differ —, the same type on both sides, and a key the reader can
 // decode. ReadRaw runs a keyset page query (args bound) on db and encodes
 // its rows with token; keyIdx are the key's columns among the selected
 // ones. LoadRaw sends a page into the transaction open on conn; a row
 // that exists after all is ErrConflict.
 type RawCopier interface {
-	Passthrough(src, dst []Column, key []string) bool
+	Passthrough(from Dialect, src, dst []Column, key []string) bool
 	ReadRaw(ctx context.Context, db *sql.DB, query string, args []any, keyIdx []int, token int64, hint int) (RawPage, error)
 	LoadRaw(ctx context.Context, conn *sql.Conn, table []string, cols []Column, fence string, page RawPage) error
 }

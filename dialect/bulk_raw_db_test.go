@@ -1,8 +1,11 @@
 package dialect_test
 
 import (
+	"database/sql"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/migrate-dev/migrate/dialect"
@@ -38,14 +41,14 @@ func TestPostgres_Passthrough(t *testing.T) {
 		t.Fatal(err)
 	}
 	cols := tableColumns(t, src, dialect.Postgres{}, "Mixed")
-	d := dialect.Postgres{}
-	if !d.Passthrough(cols, cols, []string{"k", "s"}) {
+	d := detect(t, dst)
+	if !d.Passthrough(detect(t, src), cols, cols, []string{"k", "s"}) {
 		t.Fatalf("passthrough refused for %v", cols)
 	}
 	other := append([]dialect.Column(nil), cols...)
 	other[3].Type = "numeric(14,2)"
-	if d.Passthrough(cols, other, []string{"k", "s"}) || d.Passthrough(cols, cols, []string{"u"}) ||
-		d.Passthrough([]dialect.Column{{Name: "e", Type: "mood", Base: "mood"}}, []dialect.Column{{Name: "e", Type: "mood", Base: "mood"}}, []string{"e"}) {
+	if d.Passthrough(d, cols, other, []string{"k", "s"}) || d.Passthrough(d, cols, cols, []string{"u"}) ||
+		d.Passthrough(d, []dialect.Column{{Name: "e", Type: "mood", Base: "mood"}}, []dialect.Column{{Name: "e", Type: "mood", Base: "mood"}}, []string{"e"}) {
 		t.Error("passthrough allowed for another type, a key it cannot decode, or a user type")
 	}
 	names := make([]string, len(cols))
@@ -102,5 +105,106 @@ func TestPostgres_Passthrough(t *testing.T) {
 	var tokens string
 	if err := dst.QueryRowContext(ctx, `SELECT string_agg(DISTINCT _fence::text, ',') FROM "Mixed"`).Scan(&tokens); err != nil || tokens != "42" {
 		t.Errorf("tokens %q, %v", tokens, err)
+	}
+}
+
+// detect is the PostgreSQL dialect of db's server.
+func detect(t *testing.T, db *sql.DB) dialect.Postgres {
+	t.Helper()
+	d, err := dialect.Postgres{}.Detect(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.(dialect.Postgres)
+}
+
+// Passthrough between servers of different major versions passes only the
+// types whose binary form both read alike: not interval, whose 'infinity'
+// PostgreSQL 17 sends as a tuple an older server stores as a finite
+// interval (shown here on the server at hand when it is older than 17),
+// nor numeric; and nothing between servers whose datetimes differ, or
+// one not detected. The server's version is read from a real server; the
+// other's is given.
+func TestPostgres_PassthroughAcrossVersions(t *testing.T) {
+	db := testsvc.OpenPostgres(t, testsvc.NewPostgresDB(t))
+	ctx := t.Context()
+	here := detect(t, db)
+	var num int
+	if err := db.QueryRowContext(ctx, `SHOW server_version_num`).Scan(&num); err != nil {
+		t.Fatal(err)
+	}
+	if here.Server.Major != num/10000 || !here.Server.IntegerDatetimes {
+		t.Fatalf("detected %+v on a server of version %d", here.Server, num)
+	}
+
+	// What an older server makes of PostgreSQL 17's 'infinity'.
+	if _, err := db.ExecContext(ctx, `CREATE TABLE iv (k int PRIMARY KEY, v interval, _fence bigint NOT NULL DEFAULT 0)`); err != nil {
+		t.Fatal(err)
+	}
+	tuple := binary.BigEndian.AppendUint16(nil, 3)
+	tuple = binary.BigEndian.AppendUint32(tuple, 4)
+	tuple = binary.BigEndian.AppendUint32(tuple, 1)
+	tuple = binary.BigEndian.AppendUint32(tuple, 16)
+	tuple = binary.BigEndian.AppendUint64(tuple, math.MaxInt64)
+	tuple = binary.BigEndian.AppendUint32(tuple, math.MaxInt32)
+	tuple = binary.BigEndian.AppendUint32(tuple, math.MaxInt32)
+	tuple = binary.BigEndian.AppendUint32(tuple, 8)
+	tuple = binary.BigEndian.AppendUint64(tuple, 7)
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ivCols := []dialect.Column{{Name: "k", Type: "integer", Base: "integer"}, {Name: "v", Type: "interval", Base: "interval"}}
+	if err := here.LoadRaw(ctx, conn, []string{"iv"}, ivCols, "_fence", dialect.RawPage{Data: tuple, Ends: []int{len(tuple)}, Keys: [][]any{{int64(1)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	var stored string
+	if err := db.QueryRowContext(ctx, `SELECT v::text FROM iv`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if want := "178956970 years 7 mons 2147483647 days 2562047788:00:54.775807"; here.Server.Major < 17 && stored != want {
+		t.Errorf("PostgreSQL %d stored PostgreSQL 17's infinite interval as %q, want %q", here.Server.Major, stored, want)
+	}
+
+	col := func(typ, base string) []dialect.Column {
+		return []dialect.Column{{Name: "k", Type: "bigint", Base: "bigint"}, {Name: "c", Type: typ, Base: base}}
+	}
+	other := func(major int, intDatetimes bool) dialect.Postgres {
+		return dialect.Postgres{Server: dialect.PgServer{Major: major, IntegerDatetimes: intDatetimes}}
+	}
+	newer, older := other(here.Server.Major+2, true), other(here.Server.Major-1, true)
+	for _, tc := range []struct {
+		name     string
+		from, to dialect.Dialect
+		cols     []dialect.Column
+		want     bool
+	}{
+		{"same server, interval", here, here, col("interval", "interval"), true},
+		{"same server, numeric", here, here, col("numeric(12,2)", "numeric"), true},
+		{"same major, jsonb", here, other(here.Server.Major, true), col("jsonb", "jsonb"), true},
+		{"newer source, interval", newer, here, col("interval", "interval"), false},
+		{"older source, interval", older, here, col("interval", "interval"), false},
+		{"newer target, interval", here, newer, col("interval", "interval"), false},
+		{"newer source, numeric", newer, here, col("numeric(12,2)", "numeric"), false},
+		{"newer source, jsonb", newer, here, col("jsonb", "jsonb"), false},
+		{"newer source, text", newer, here, col("text", "text"), true},
+		{"newer source, timestamptz", newer, here, col("timestamp(3) with time zone", "timestamp with time zone"), true},
+		{"older target, bytea", here, older, col("bytea", "bytea"), true},
+		{"float datetimes, text", other(here.Server.Major, false), here, col("text", "text"), false},
+		{"source not detected", dialect.Postgres{}, here, col("text", "text"), false},
+		{"target not detected", here, dialect.Postgres{}, col("text", "text"), false},
+		{"another engine", dialect.MySQL{}, here, col("text", "text"), false},
+	} {
+		if got := tc.to.(dialect.Postgres).Passthrough(tc.from, tc.cols, tc.cols, []string{"k"}); got != tc.want {
+			t.Errorf("%s: Passthrough %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -193,6 +193,13 @@ type Catalog interface {
 	// KeyAt yields the value of one column in the row at a position (its
 	// one arg, from 0) in the column's order: a quantile, for shard bounds.
 	KeyAt(table []string, col string) string
+	// Collations yields (column, collation, bytewise, trims) for every
+	// column of a table that compares by a collation, in ordinal order.
+	// bytewise: the collation finds two values equal only when their
+	// bytes are (no case, accent or trailing space ignored); trims: the
+	// column's type drops or ignores trailing spaces (fixed-length
+	// character types), whatever its collation.
+	Collations(table []string) (string, []any)
 }
 
 // Schema prepares a target at setup (C4): its tables, the fence column,
@@ -227,6 +234,12 @@ type Schema interface {
 	// matches any unique index rather than the key's alone (MySQL's ON
 	// DUPLICATE KEY UPDATE): then a target table may have no other.
 	UpsertMatchesAnyUnique() bool
+	// BytewiseColumn changes a column of type c (Columns' type) to
+	// compare bytes (Catalog.Collations): the remedy named when a target's
+	// key column does not. It keeps the column's type, but a fixed-length
+	// character type that drops trailing spaces, and NOT NULL; the rest of
+	// the column's definition is the operator's to restate.
+	BytewiseColumn(table []string, c Column) string
 	// KeysetKey says why a column of type c cannot be a keyset key (its
 	// sort order differs from its comparison, so a keyset over it skips
 	// rows), or "" when it can.
@@ -356,7 +369,7 @@ type Drill interface {
 }
 
 // Detector is a dialect that refines itself once connected, from the
-// server's version (MySQL vs MariaDB syntax).
+// server's version (MySQL vs MariaDB syntax; PostgreSQL's binary forms).
 type Detector interface {
 	Detect(ctx context.Context, db *sql.DB) (Dialect, error)
 }

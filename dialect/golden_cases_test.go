@@ -111,6 +111,8 @@ var catalogCases = []goldenCase{
 	{"CountRows", "", func(d Dialect, _ fixture) string { return d.CountRows(gQual) }},
 	{"KeyBounds", "", func(d Dialect, _ fixture) string { return d.KeyBounds(gQual, "Region") }},
 	{"KeyAt", "", func(d Dialect, _ fixture) string { return d.KeyAt(gQual, "Region") }},
+	{"Collations", "unqualified", func(d Dialect, _ fixture) string { return withArgs(d.Collations(gTable)) }},
+	{"Collations", "schema-qualified", func(d Dialect, _ fixture) string { return withArgs(d.Collations(gQual)) }},
 }
 
 var schemaCases = []goldenCase{
@@ -250,6 +252,10 @@ var drillCases = []goldenCase{
 	{"DropTable", "", func(d Dialect, _ fixture) string { return d.DropTable(gQual) }},
 	{"TransactionalDDL", "", func(d Dialect, _ fixture) string { return fmt.Sprint(d.TransactionalDDL()) }},
 	{"UpsertMatchesAnyUnique", "", func(d Dialect, _ fixture) string { return fmt.Sprint(d.UpsertMatchesAnyUnique()) }},
+	{"BytewiseColumn", "", func(d Dialect, f fixture) string {
+		fixed := map[plans.Engine]Column{plans.Postgres: {Name: "Code", Type: "character(3)", Base: "character"}, plans.MySQL: {Name: "Code", Type: "char(3)", Base: "char"}}[d.Engine()]
+		return stmts([]string{d.BytewiseColumn(gQual, f.cols[1]), d.BytewiseColumn(gTable, fixed)})
+	}},
 	{"KeysetKey", "", func(d Dialect, _ fixture) string {
 		var b strings.Builder
 		for _, base := range []string{"bigint", "varchar", "text", "enum", "set"} {

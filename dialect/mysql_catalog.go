@@ -46,6 +46,19 @@ WHERE ` + cond + `
 ORDER BY c.ordinal_position`, append(slices.Clone(args), args...)
 }
 
+// Collations implements Dialect: only the binary NO PAD collations
+// compare bytes (binary, MariaDB's *_nopad_bin, MySQL 8's *_0900_bin;
+// *_bin is PAD SPACE: 'b' = 'b '); CHAR drops trailing spaces whatever
+// its collation (trims).
+func (m MySQL) Collations(table []string) (string, []any) {
+	cond, args := m.where(table)
+	return `SELECT column_name, collation_name, (collation_name = 'binary'
+  OR RIGHT(collation_name, 4) = '_bin' AND (LOCATE('_nopad_', collation_name) > 0 OR LOCATE('_0900_', collation_name) > 0)), trims
+FROM (SELECT column_name, collation_name, ordinal_position, LOWER(data_type) = 'char' AS trims
+  FROM information_schema.columns WHERE ` + cond + ` AND collation_name IS NOT NULL) c
+ORDER BY ordinal_position`, args
+}
+
 // TableExists implements Dialect.
 func (m MySQL) TableExists(table []string) (string, []any) {
 	cond, args := m.where(table)

@@ -86,6 +86,20 @@ func (MySQL) TransactionalDDL() bool { return false }
 // on any unique index.
 func (MySQL) UpsertMatchesAnyUnique() bool { return true }
 
+// BytewiseColumn implements Dialect: utf8mb4 in the binary NO PAD
+// collation of created tables (CHAR becomes VARCHAR).
+func (m MySQL) BytewiseColumn(table []string, c Column) string {
+	typ := c.Type
+	if c.Base == "char" {
+		typ = "var" + typ
+	}
+	s := "ALTER TABLE " + m.Quote(table...) + " MODIFY " + m.Quote(c.Name) + " " + typ + " CHARACTER SET utf8mb4 COLLATE " + m.collation()
+	if c.NotNull {
+		s += " NOT NULL"
+	}
+	return s
+}
+
 // KeysetKey implements Dialect: MySQL sorts ENUM and SET by their index
 // but compares them as text.
 func (MySQL) KeysetKey(c Column) string {

@@ -22,6 +22,18 @@ const pgColumnSelect = `a.attname, format_type(a.atttypid, a.atttypmod),
 const pgColumnFrom = `
 FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_type t ON t.oid = a.atttypid`
 
+// Collations implements Dialect: a deterministic collation compares bytes
+// (its ties are broken by them); character(n) ignores trailing spaces
+// whatever its collation (trims).
+func (p Postgres) Collations(table []string) (string, []any) {
+	return `SELECT attname, collname, collisdeterministic, trims
+FROM (SELECT a.attname, a.attnum, co.collname, co.collisdeterministic,
+    COALESCE(NULLIF(t.typbasetype, 0), a.atttypid) = 'pg_catalog.bpchar'::regtype AS trims` + pgColumnFrom + `
+  JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation
+  WHERE a.attrelid = $1::regclass AND a.attnum > 0 AND NOT a.attisdropped) c
+ORDER BY attnum`, []any{p.regclass(table)}
+}
+
 // TableExists implements Dialect.
 func (p Postgres) TableExists(table []string) (string, []any) {
 	return `SELECT to_regclass($1) IS NOT NULL`, []any{p.regclass(table)}

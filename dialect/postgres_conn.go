@@ -1,6 +1,7 @@
 package dialect
 
 import (
+	"context"
 	"database/sql"
 	"fmt"
 	"strconv"
@@ -11,8 +12,31 @@ import (
 	"github.com/migrate-dev/migrate/plans"
 )
 
-// Postgres is the dialect of PostgreSQL 15+.
-type Postgres struct{}
+// Postgres is the dialect of PostgreSQL 15+. Detect tells it its server,
+// whose binary forms decide what passthrough may copy (Passthrough).
+type Postgres struct {
+	Server PgServer
+}
+
+// PgServer is what a PostgreSQL server's binary forms depend on: its major
+// version (server_version_num / 10000; 0 when not detected) and whether its
+// date and time types are integers (integer_datetimes; always on since
+// PostgreSQL 10).
+type PgServer struct {
+	Major            int
+	IntegerDatetimes bool
+}
+
+// Detect implements Detector from server_version_num and integer_datetimes.
+func (Postgres) Detect(ctx context.Context, db *sql.DB) (Dialect, error) {
+	var s PgServer
+	err := db.QueryRowContext(ctx, `SELECT current_setting('server_version_num')::int / 10000, current_setting('integer_datetimes') = 'on'`).
+		Scan(&s.Major, &s.IntegerDatetimes)
+	if err != nil {
+		return nil, err
+	}
+	return Postgres{Server: s}, nil
+}
 
 // Engine implements Dialect.
 func (Postgres) Engine() plans.Engine { return plans.Postgres }

@@ -66,5 +66,15 @@ func (Postgres) TransactionalDDL() bool { return true }
 // UpsertMatchesAnyUnique implements Dialect: ON CONFLICT names the key.
 func (Postgres) UpsertMatchesAnyUnique() bool { return false }
 
+// BytewiseColumn implements Dialect: collation "C" (character(n) becomes
+// character varying(n)).
+func (p Postgres) BytewiseColumn(table []string, c Column) string {
+	typ := c.Type
+	if c.Base == "character" {
+		typ = strings.Replace(typ, "character", "character varying", 1)
+	}
+	return "ALTER TABLE " + p.Quote(table...) + " ALTER COLUMN " + p.Quote(c.Name) + " TYPE " + typ + ` COLLATE "C"`
+}
+
 // KeysetKey implements Dialect: every PostgreSQL type sorts as it compares.
 func (Postgres) KeysetKey(Column) string { return "" }

@@ -74,7 +74,7 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 		}
 		convert := typemap.Converter(r.srcD.Engine(), r.dstD.Engine(), src, dst)
 		rc, ok := r.dstD.(dialect.RawCopier)
-		passthrough := ok && convert == nil && r.srcD.Engine() == r.dstD.Engine() && rc.Passthrough(src, dst, t.Key)
+		passthrough := ok && convert == nil && r.srcD.Engine() == r.dstD.Engine() && rc.Passthrough(r.srcD, src, dst, t.Key)
 		for i := 0; i < t.Shards; i++ {
 			jobs = append(jobs, shardJob{table: t, src: src, dst: dst, read: read, spec: batch.Spec{
 				Shard:  fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i},
@@ -145,7 +145,11 @@ func (r *Runner) target(defs []*dialect.TableDef, recorded []stepRow) schema.Tar
 		}
 		rec[s.table][s.Name] = true
 	}
-	return schema.Target{SQL: r.dstD, Source: r.srcD.Engine(), FenceColumn: r.plan.FenceColumn, Targets: targets, Recorded: rec}
+	tg := schema.Target{SQL: r.dstD, Source: r.srcD.Engine(), FenceColumn: r.plan.FenceColumn, Targets: targets, Recorded: rec}
+	if r.src != nil {
+		tg.SourceDB, tg.SourceSQL = r.src, r.srcD
+	}
+	return tg
 }
 
 // setupLockName is the plan's setup lock: setup holds it throughout, the

@@ -56,6 +56,34 @@ func Columns(ctx context.Context, db Querier, d dialect.Dialect, table []string)
 	return out, rows.Err()
 }
 
+// Collation is how a column compares its values (dialect.Catalog.Collations).
+type Collation struct {
+	Name     string
+	Bytewise bool // the collation finds values equal only when their bytes are
+	Trims    bool // the column's type drops or ignores trailing spaces
+}
+
+// Collations are the collations of a table's columns that have one, by
+// column name.
+func Collations(ctx context.Context, db Querier, d dialect.Catalog, table []string) (map[string]Collation, error) {
+	q, args := d.Collations(table)
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]Collation{}
+	for rows.Next() {
+		var col string
+		var c Collation
+		if err := rows.Scan(&col, &c.Name, &c.Bytewise, &c.Trims); err != nil {
+			return nil, err
+		}
+		out[col] = c
+	}
+	return out, rows.Err()
+}
+
 // UniqueIndexes returns the column lists of a table's unique indexes and
 // constraints, columns in index order.
 func UniqueIndexes(ctx context.Context, db Querier, d dialect.Dialect, table []string) ([][]string, error) {

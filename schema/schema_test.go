@@ -193,3 +193,127 @@ func TestDiffAndAlign(t *testing.T) {
 		t.Errorf("Align of a missing column: %v", err)
 	}
 }
+
+// An existing target table whose key column compares by a collation under
+// which distinct keys can be equal (case or accents ignored, PAD SPACE,
+// a fixed-length character type) is refused, naming the column, its
+// collation and the statement that makes it compare bytes — unless the
+// source, of the same engine, gives its key column the same collation. A
+// table migrate creates compares bytes, and so does a refused one once
+// that statement has run.
+func TestTarget_KeyCollations(t *testing.T) {
+	each(t, func(t *testing.T, db *sql.DB, d dialect.Dialect) {
+		ctx := t.Context()
+		text := []dialect.Column{{Name: "w", Type: "text", Base: "text"}}
+		other := plans.MySQL
+		ci, bytewise := "utf8mb4_general_ci", "utf8mb4_nopad_bin"
+		ddl := []string{
+			"CREATE TABLE t_ci (w varchar(10) NOT NULL PRIMARY KEY) COLLATE utf8mb4_general_ci",
+			"CREATE TABLE t_padbin (w varchar(10) NOT NULL PRIMARY KEY) COLLATE utf8mb4_bin",
+			"CREATE TABLE t_char (w char(10) NOT NULL PRIMARY KEY) COLLATE " + bytewise,
+			"CREATE TABLE t_bytes (w varchar(10) NOT NULL PRIMARY KEY) COLLATE " + bytewise,
+			"CREATE TABLE t_int (w bigint NOT NULL PRIMARY KEY, v varchar(10)) COLLATE utf8mb4_general_ci",
+			"CREATE TABLE s_ci (w varchar(10) NOT NULL PRIMARY KEY) COLLATE utf8mb4_general_ci",
+			"CREATE TABLE s_bin (w varchar(10) NOT NULL PRIMARY KEY) COLLATE utf8mb4_bin",
+		}
+		if m, ok := d.(dialect.MySQL); ok && !m.MariaDB {
+			bytewise = "utf8mb4_0900_bin"
+			ddl[2], ddl[3] = strings.ReplaceAll(ddl[2], "utf8mb4_nopad_bin", bytewise), strings.ReplaceAll(ddl[3], "utf8mb4_nopad_bin", bytewise)
+		}
+		if d.Engine() == plans.Postgres {
+			other, ci, bytewise = plans.MySQL, "ci", "default"
+			exec(t, db, `CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`)
+			ddl = []string{
+				"CREATE TABLE t_ci (w text COLLATE ci PRIMARY KEY)",
+				"CREATE TABLE t_padbin (w character(10) COLLATE \"C\" PRIMARY KEY)", // no PAD SPACE collation: character(n) is it
+				"CREATE TABLE t_char (w character(10) PRIMARY KEY)",
+				"CREATE TABLE t_bytes (w text PRIMARY KEY)",
+				"CREATE TABLE t_int (w bigint PRIMARY KEY, v text COLLATE ci)",
+				"CREATE TABLE s_ci (w text COLLATE ci PRIMARY KEY)",
+				"CREATE TABLE s_bin (w text COLLATE \"C\" PRIMARY KEY)",
+			}
+		} else {
+			other = plans.Postgres
+		}
+		for _, q := range ddl {
+			exec(t, db, q)
+		}
+		if c, err := schema.Collations(ctx, db, d, []string{"t_bytes"}); err != nil || c["w"] != (schema.Collation{Name: bytewise, Bytewise: true}) {
+			t.Errorf("collations of t_bytes: %+v, %v; want w in %s, bytewise", c, err, bytewise)
+		}
+		if c, err := schema.Collations(ctx, db, d, []string{"t_char"}); err != nil || c["w"] != (schema.Collation{Name: bytewise, Bytewise: true, Trims: true}) {
+			t.Errorf("collations of t_char: %+v, %v; want w in %s, bytewise, trimmed", c, err, bytewise)
+		}
+		refused := func(tg schema.Target, tb plans.Table, want ...string) {
+			t.Helper()
+			err := tg.KeyCollations(ctx, db, tb, text)
+			if !errors.Is(err, plans.ErrInvalid) {
+				t.Errorf("%s from %s: %v, want ErrInvalid", tb.Target, tb.Name, err)
+				return
+			}
+			for _, w := range append(want, "target table "+tb.Target, "key column w", d.BytewiseColumn([]string{tb.Target}, dialect.Column{Name: "w"})[:20]) {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%s from %s: %v\ndoes not say %q", tb.Target, tb.Name, err, w)
+				}
+			}
+		}
+		cross := schema.Target{SQL: d, Source: other, FenceColumn: "_fence"}
+		table := func(src, dst string) plans.Table { return plans.Table{Name: src, Target: dst, Key: []string{"w"}} }
+		refused(cross, table("words", "t_ci"), ci, "the source ("+string(other)+")")
+		refused(cross, table("words", "t_padbin"))
+		refused(cross, table("words", "t_char"), "drops trailing spaces")
+		uuid := []dialect.Column{{Name: "w", Type: "uuid", Base: "uuid"}}
+		if err := cross.KeyCollations(ctx, db, table("words", "t_char"), uuid); err != nil {
+			t.Errorf("t_char from a uuid key, which has no trailing spaces: %v", err)
+		}
+		for _, tb := range []string{"t_bytes", "t_int", "t_missing"} {
+			if err := cross.KeyCollations(ctx, db, table("words", tb), text); err != nil {
+				t.Errorf("%s: %v", tb, err)
+			}
+		}
+
+		// One engine: a source key column of the same collation passes.
+		same := schema.Target{SQL: d, Source: d.Engine(), FenceColumn: "_fence", SourceDB: db, SourceSQL: d}
+		if err := same.KeyCollations(ctx, db, table("s_ci", "t_ci"), text); err != nil {
+			t.Errorf("t_ci from s_ci: %v", err)
+		}
+		refused(same, table("s_bin", "t_ci"), "the source's key column has collation")
+		refused(same, table("s_ci", "t_char"))
+		refused(schema.Target{SQL: d, Source: d.Engine(), FenceColumn: "_fence"}, table("s_ci", "t_ci")) // the source unread
+
+		// Setup's Prepare refuses it too, and passes it once the remedy
+		// named has run.
+		src := []dialect.Column{{Name: "w", Type: "text", Base: "text", NotNull: true}}
+		if other == plans.MySQL {
+			src[0].Type, src[0].Base = "varchar(10)", "varchar"
+		}
+		def := &dialect.TableDef{Engine: other, Name: []string{"words"}, Columns: []dialect.ColumnDef{{Column: src[0]}},
+			PrimaryKey: &dialect.Index{Unique: true, Constraint: true, Parts: []dialect.IndexPart{{Column: "w"}}}}
+		if _, err := cross.Prepare(ctx, db, table("words", "t_ci"), src, def); !errors.Is(err, plans.ErrInvalid) || !strings.Contains(err.Error(), ci) {
+			t.Errorf("Prepare of t_ci: %v, want ErrInvalid naming %s", err, ci)
+		}
+		cols, err := schema.Columns(ctx, db, d, []string{"t_ci"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec(t, db, d.BytewiseColumn([]string{"t_ci"}, cols[0]))
+		if err := cross.KeyCollations(ctx, db, table("words", "t_ci"), text); err != nil {
+			t.Errorf("t_ci after %s: %v", d.BytewiseColumn([]string{"t_ci"}, cols[0]), err)
+		}
+
+		// A table created for a source of the other engine, keyed by text.
+		p, err := cross.Prepare(ctx, db, table("words", "t_created"), src, def)
+		if err != nil || !p.Created {
+			t.Fatalf("missing table: %+v, %v", p, err)
+		}
+		for _, q := range p.DDL {
+			exec(t, db, q)
+		}
+		if err := cross.KeyCollations(ctx, db, table("words", "t_created"), text); err != nil {
+			t.Errorf("a table migrate created: %v", err)
+		}
+		if _, err := cross.Prepare(ctx, db, table("words", "t_ci"), src, def); err != nil {
+			t.Errorf("Prepare after the remedy: %v", err)
+		}
+	})
+}

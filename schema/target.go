@@ -26,6 +26,11 @@ type Target struct {
 	// table joined then the step's name: the unique indexes among them
 	// are the plan's own, allowed beside the key on a MySQL target.
 	Recorded map[string]map[string]bool
+	// SourceDB, read with SourceSQL, is the source, for the collations of
+	// its key columns (KeyCollations); nil: an existing target table's key
+	// column that does not compare bytes is refused.
+	SourceDB  Querier
+	SourceSQL dialect.Catalog
 }
 
 // Prepared is what a target table needs before and after its data.
@@ -76,6 +81,9 @@ func (tg Target) Prepare(ctx context.Context, db Querier, t plans.Table, src []d
 		return nil, err
 	}
 	if err := tg.checkUniqueKey(own, t); err != nil {
+		return nil, err
+	}
+	if err := tg.KeyCollations(ctx, db, t, p.Src); err != nil {
 		return nil, err
 	}
 	if !slices.ContainsFunc(existing, func(c dialect.Column) bool { return c.Name == tg.FenceColumn }) {
@@ -307,6 +315,86 @@ func (tg Target) checkUniqueKey(own *dialect.TableDef, t plans.Table) error {
 		return fmt.Errorf("%w: target table %s has no unique index on exactly the key %v; the idempotent upsert needs one", plans.ErrInvalid, t.Target, t.Key)
 	}
 	return nil
+}
+
+// KeyCollations refuses an existing target table of t whose key column
+// could make two distinct source keys one row: a collation that ignores
+// case, accents or trailing spaces (MySQL's _ci, PAD SPACE _bin;
+// PostgreSQL's nondeterministic ones) — unless the source, of the same
+// engine, gives its key column the same collation, under which its keys
+// are distinct already —, or a fixed-length character type (MySQL CHAR,
+// PostgreSQL character(n)) where the source's key column keeps trailing
+// spaces (src are the source's columns, by whose types it judges; nil:
+// unknown, refused). The copy would write two source rows as one row and
+// count both. A missing target table passes: migrate creates its text
+// columns in a collation that compares bytes.
+func (tg Target) KeyCollations(ctx context.Context, db Querier, t plans.Table, src []dialect.Column) error {
+	ident := t.TargetIdent()
+	cols, err := Columns(ctx, db, tg.SQL, ident)
+	if errors.Is(err, ErrNoTable) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	dst, err := Collations(ctx, db, tg.SQL, ident)
+	if err != nil {
+		return fmt.Errorf("target table %s: collations: %w", t.Target, err)
+	}
+	var srcColl map[string]Collation
+	for _, k := range t.Key {
+		c, ok := dst[k]
+		if !ok {
+			continue
+		}
+		var why string
+		switch {
+		case !c.Bytewise:
+			why = "has collation " + c.Name + ", under which distinct keys can be equal (case, accents or trailing spaces ignored), and the source (" + string(tg.Source) + ") does not compare its keys so"
+			if tg.Source != tg.SQL.Engine() || tg.SourceDB == nil {
+				break
+			}
+			if srcColl == nil {
+				if srcColl, err = Collations(ctx, tg.SourceDB, tg.SourceSQL, t.SourceIdent()); err != nil {
+					return fmt.Errorf("source table %s: collations: %w", t.Name, err)
+				}
+			}
+			if srcColl[k] == c {
+				continue
+			}
+			why = "has collation " + c.Name + ", under which distinct keys can be equal (case, accents or trailing spaces ignored), and the source's key column has " + collationText(srcColl[k])
+		case c.Trims:
+			s := colNamed(src, k)
+			if s != nil && typemap.KindOf(s.Base) != typemap.Text {
+				continue // no trailing space counts in the source either
+			}
+			why = "drops trailing spaces, which the source's key column keeps"
+		default:
+			continue
+		}
+		col := cols[slices.IndexFunc(cols, func(x dialect.Column) bool { return x.Name == k })]
+		return fmt.Errorf("%w: target table %s: key column %s (%s) %s: two source rows would be written as one. Make the column compare bytes before the run, keeping the rest of its definition:\n  %s\nor let migrate create the table", plans.ErrInvalid, t.Target, k, col.Type, why, tg.SQL.BytewiseColumn(ident, col))
+	}
+	return nil
+}
+
+// colNamed is the column of cols named name, nil if none.
+func colNamed(cols []dialect.Column, name string) *dialect.Column {
+	if i := slices.IndexFunc(cols, func(c dialect.Column) bool { return c.Name == name }); i >= 0 {
+		return &cols[i]
+	}
+	return nil
+}
+
+// collationText is a source column's collation as an error names it.
+func collationText(c Collation) string {
+	switch {
+	case c.Name == "":
+		return "no collation"
+	case c.Trims:
+		return "collation " + c.Name + ", in a type that drops trailing spaces"
+	}
+	return "collation " + c.Name
 }
 
 // StmtError names the statement that failed: DDL holds identifiers and

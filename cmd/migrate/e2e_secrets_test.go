@@ -99,7 +99,7 @@ func TestSecrets_ArgvPasswords(t *testing.T) {
 	}
 }
 
-// TestSecrets_ArgvWarning runs validate (which connects to nothing) in the
+// TestSecrets_ArgvWarning runs validate (whose target is not reachable) in the
 // plan-less form: a DSN with a password on the command line draws one
 // warning naming the flags and the environment variables, never the DSN.
 func TestSecrets_ArgvWarning(t *testing.T) {

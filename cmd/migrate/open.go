@@ -34,7 +34,7 @@ func openRunner(ctx context.Context, plan *plans.Plan, opts runner.Options, targ
 		runner.New(plan, opts, svc).Close()
 		return nil, err
 	}
-	// Opening a MySQL pool asks the server its version (Detect): a server
+	// Opening a pool asks the server its version (Detect): a server
 	// briefly unavailable at start is waited out here as Ping waits.
 	open := func(dsn plans.DSN, s dialect.Session) (db *sql.DB, d dialect.Dialect, err error) {
 		err = runner.WhileUnavailable(ctx, plan.MaxOutage, opts.Log, "unavailable at start, retrying", func() (err error) {

@@ -2,24 +2,28 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"strconv"
+	"time"
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/schema"
 )
 
-// validateCmd is `migrate validate`: parse and check a plan; connect to
-// nothing unless the plan's tables or keys are to be found in its source,
-// which it then reads (never writes).
+// validateCmd is `migrate validate`: parse and check a plan; read the
+// target's existing tables (checkTargets), and the source when the plan's
+// tables or keys are to be found in it; never write.
 func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	var pf planFlags
 	pf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate validate -p PLAN\n\nChecks the plan file (errors name file:line:column). It connects to nothing,\nunless the plan discovers its tables (no tables list, or include/exclude) or\nleaves a key out: then it reads the source's catalog and prints the tables found.\nExample: migrate validate -p orders.yaml")
+		fmt.Fprintln(fs.Output(), "usage: migrate validate -p PLAN\n\nChecks the plan file (errors name file:line:column), then the keys' collations of\nthe target tables that exist (read only; a target it cannot reach is skipped\nwith a warning). When the plan discovers its tables (no tables list, or\ninclude/exclude) or leaves a key out, it reads the source's catalog and prints\nthe tables found.\nExample: migrate validate -p orders.yaml")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -29,15 +33,19 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	var src *sql.DB
+	var srcSQL dialect.Dialect
 	if p.Unresolved() {
-		db, d, err := openDB(ctx, p.Source, dialect.Session{})
-		if err != nil {
+		if src, srcSQL, err = openDB(ctx, p.Source, dialect.Session{}); err != nil {
 			return fmt.Errorf("source %s: %w", p.Source, err)
 		}
-		defer db.Close()
-		if err := resolve(ctx, p, db, d); err != nil {
+		defer src.Close()
+		if err := resolve(ctx, p, src, srcSQL); err != nil {
 			return err
 		}
+	}
+	if err := checkTargets(ctx, p, src, srcSQL, stderr); err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "plan %s is valid: %d table(s), source %s, target %s, lock %s, batch %d, lease ttl %s\n",
 		p.Name, len(p.Tables), p.Source, p.Target, p.LockName(), p.BatchSize, p.LeaseTTL)
@@ -50,6 +58,55 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	for _, w := range p.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
+	}
+	return nil
+}
+
+// targetCheckTimeout bounds validate's reading of the target.
+const targetCheckTimeout = 10 * time.Second
+
+// checkTargets refuses a plan whose existing target table has a key column
+// that could make distinct source keys one row (schema.Target.KeyCollations),
+// as run's setup does, reading the target and the source (src when
+// validate opened it already) and writing neither. A database it cannot
+// read is warned about and the check skipped: run checks again before it
+// writes anything.
+func checkTargets(ctx context.Context, p *plans.Plan, src *sql.DB, srcSQL dialect.Dialect, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, targetCheckTimeout)
+	defer cancel()
+	skip := func(what string) error {
+		fmt.Fprintf(stderr, "warning: the %s could not be read: the key collations of existing target tables are not checked (run checks them before it writes)\n", what)
+		return nil
+	}
+	db, d, err := openDB(ctx, p.Target, dialect.Session{})
+	if err != nil {
+		return skip("target")
+	}
+	defer db.Close()
+	if src == nil {
+		if src, srcSQL, err = openDB(ctx, p.Source, dialect.Session{}); err != nil {
+			return skip("source")
+		}
+		defer src.Close()
+	}
+	tg := schema.Target{SQL: d, Source: p.Source.Engine(), FenceColumn: p.FenceColumn}
+	if tg.Source == d.Engine() {
+		tg.SourceDB, tg.SourceSQL = src, srcSQL
+	}
+	for _, t := range p.Tables {
+		cols, err := schema.Columns(ctx, src, srcSQL, t.SourceIdent())
+		if errors.Is(err, schema.ErrNoTable) {
+			continue // run says so
+		}
+		if err == nil {
+			err = tg.KeyCollations(ctx, db, t, cols)
+		}
+		if errors.Is(err, plans.ErrInvalid) {
+			return err
+		}
+		if err != nil {
+			return skip("table " + t.Name)
+		}
 	}
 	return nil
 }
