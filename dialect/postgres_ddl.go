@@ -94,6 +94,10 @@ func (p Postgres) Create(def *TableDef, fence string) Created {
 			cr.After = append(cr.After, "CREATE TABLE IF NOT EXISTS "+p.Quote(name...)+" PARTITION OF "+tbl+" "+pt.Bound)
 		}
 	}
+	if !same && def.PartitionBy != "" {
+		clause, _, _ := strings.Cut(def.PartitionBy, "\n")
+		cr.Notes = append(cr.Notes, fmt.Sprintf("partitioned table (%s): created as a plain table", strings.TrimSpace(clause)))
+	}
 	if def.Comment != "" {
 		cr.After = append(cr.After, "COMMENT ON TABLE "+tbl+" IS "+quoteLiteral(def.Comment))
 	}
