@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"slices"
 
 	"github.com/migrate-dev/migrate/plans"
 )
@@ -40,6 +41,10 @@ type TableDef struct {
 	// Types are the user-defined types the columns use (PostgreSQL enums,
 	// domains, composite and range types), each before those that use it.
 	Types []UserType
+	// Sequences are the sequences the columns' defaults use that no
+	// column of the table owns (PostgreSQL: a nextval default of a
+	// sequence created by hand, or another table's), in name order.
+	Sequences []Sequence
 }
 
 // Identity kinds of ColumnDef.Identity.
@@ -76,6 +81,10 @@ type ColumnDef struct {
 	// OnUpdate is a MySQL column's ON UPDATE expression as the server
 	// spells it ("current_timestamp()"), "" for none; rendered same-engine.
 	OnUpdate string
+	// Sequence is, for an integer column whose default is nextval() of a
+	// sequence it does not own (TableDef.Sequences), that sequence:
+	// [schema, name]. The default stays in Default.
+	Sequence []string
 }
 
 // Index is an index or a unique or primary key constraint.
@@ -123,10 +132,34 @@ type Check struct {
 	Expr string // the boolean expression, without CHECK, as the engine spells it
 }
 
-// Partition is one partition of a PostgreSQL partitioned table.
+// Partition is one partition of a PostgreSQL partitioned table, with the
+// indexes and foreign keys declared on it alone (not those it has from
+// its parent's).
 type Partition struct {
-	Name  []string
-	Bound string // pg_get_expr(relpartbound): "FOR VALUES FROM (...) TO (...)", "DEFAULT"
+	Name        []string
+	Bound       string // pg_get_expr(relpartbound): "FOR VALUES FROM (...) TO (...)", "DEFAULT"
+	PrimaryKey  *Index
+	Indexes     []Index
+	ForeignKeys []ForeignKey
+}
+
+// Sequence is a PostgreSQL sequence a column default uses.
+type Sequence struct {
+	Name []string // [schema, name]
+	// Ref is the sequence's name as the source's defaults spell it
+	// (regclass output: qualified when not on the search_path).
+	Ref                               string
+	Type                              string // smallint, integer, bigint
+	Start, Increment, Min, Max, Cache int64
+	Cycle                             bool
+}
+
+// SequenceKey reports whether column c of def takes its key from a
+// sequence no column owns (ColumnDef.Sequence) and is part of def's
+// primary key: toward MySQL, which has no sequences, an AUTO_INCREMENT
+// column.
+func SequenceKey(def *TableDef, c ColumnDef) bool {
+	return c.Identity == "" && c.Sequence != nil && def.PrimaryKey != nil && slices.Contains(def.PrimaryKey.Columns(), c.Name)
 }
 
 // UserType is a PostgreSQL user-defined type a table's columns use.
@@ -175,10 +208,11 @@ const (
 )
 
 // Created is what creating a missing target table takes, in order: Before
-// (user-defined types), Table (the CREATE TABLE: columns with their types,
-// defaults, identity, NOT NULL and generation, the primary key, checks,
-// the partition key, the fence column), After (partitions, comments); then,
-// after every table's data, Indexes and ForeignKeys (post-load steps).
+// (user-defined types, the sequences the defaults use), Table (the CREATE
+// TABLE: columns with their types, defaults, identity, NOT NULL and
+// generation, the primary key, checks, the partition key, the fence
+// column), After (partitions, comments); then, after every table's data,
+// Indexes and ForeignKeys (post-load steps; its partitions' own too).
 type Created struct {
 	Before      []string
 	Table       string

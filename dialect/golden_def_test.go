@@ -80,7 +80,8 @@ func pgGoldenDef() *TableDef {
 // backslash), a tinyint(1) default 1 on a boolean, CURRENT_TIMESTAMP with
 // ON UPDATE, expression defaults with and without a translation, stored,
 // virtual and untranslatable generated columns, checks with and without a
-// translation, FULLTEXT, prefix, descending and functional indexes.
+// translation, FULLTEXT, prefix, descending and functional indexes, a
+// partition clause.
 func pgGoldenFromMySQL() *TableDef {
 	col := func(name, typ string, notNull bool) ColumnDef {
 		return ColumnDef{Column: Column{Name: name, Type: typ, Base: strings.SplitN(typ, "(", 2)[0], NotNull: notNull}}
@@ -131,6 +132,7 @@ func pgGoldenFromMySQL() *TableDef {
 		ForeignKeys: []ForeignKey{{Name: "items_order_fk", Columns: []string{"Id"}, RefTable: []string{"shop", "Orders"}, RefColumns: []string{"id"}, OnDelete: "CASCADE", OnUpdate: "RESTRICT"}},
 		Checks:      []Check{{Name: "qty_positive", Expr: "`qty` > 0"}, {Name: "CONSTRAINT_1", Expr: "`price` div 2 < 100"}},
 		Comment:     "the shop's items",
+		PartitionBy: "PARTITION BY HASH (`Id`)\nPARTITIONS 4",
 	}
 }
 

@@ -24,6 +24,10 @@ func (m MySQL) Create(def *TableDef, fence string) Created {
 	defs := make([]string, 0, len(def.Columns)+4)
 	auto := ""
 	for _, c := range def.Columns {
+		if cross && SequenceKey(def, c) {
+			c.Identity = IdentitySerial // a key from a sequence: AUTO_INCREMENT
+			m.sequenceNotes(def, c, &cr)
+		}
 		if c.Identity != "" && auto != "" {
 			cr.Notes = append(cr.Notes, fmt.Sprintf("identity of column %s: not created, MySQL has one AUTO_INCREMENT column per table (%s)", c.Name, auto))
 			c.Identity = ""
@@ -84,6 +88,7 @@ func (m MySQL) Create(def *TableDef, fence string) Created {
 	switch {
 	case def.PartitionBy != "" && cross:
 		cr.Notes = append(cr.Notes, fmt.Sprintf("partitioned table (PARTITION BY %s; partitions: %d): created as a plain table", def.PartitionBy, len(def.Partitions)))
+		partitionNotes(def, &cr)
 	case def.PartitionBy != "":
 		tail += "\n" + def.PartitionBy
 	}
@@ -103,6 +108,44 @@ func (m MySQL) Create(def *TableDef, fence string) Created {
 	}
 	cr.ForeignKeys = m.foreignKeySteps(def, cross, &cr)
 	return cr
+}
+
+// sequenceNotes note what of the sequence a key column c takes its values
+// from an AUTO_INCREMENT column does not reproduce.
+func (m MySQL) sequenceNotes(def *TableDef, c ColumnDef, cr *Created) {
+	i := slices.IndexFunc(def.Sequences, func(s Sequence) bool { return slices.Equal(s.Name, c.Sequence) })
+	if i < 0 {
+		return
+	}
+	seq := def.Sequences[i]
+	if seq.Increment != 1 || seq.Cycle {
+		cr.Notes = append(cr.Notes, fmt.Sprintf("column %s: AUTO_INCREMENT in place of sequence %s, which steps by %d (cycle: %v); AUTO_INCREMENT steps by the server's auto_increment_increment and never cycles",
+			c.Name, strings.Join(seq.Name, "."), seq.Increment, seq.Cycle))
+	}
+}
+
+// partitionNotes note the primary keys, indexes and foreign keys that a
+// PostgreSQL partitioned table's partitions declare on their own: the
+// table is not partitioned here, and they hold for their partition's rows
+// only.
+func partitionNotes(def *TableDef, cr *Created) {
+	for _, pt := range def.Partitions {
+		name := pt.Name[len(pt.Name)-1]
+		if pk := pt.PrimaryKey; pk != nil {
+			cr.Notes = append(cr.Notes, fmt.Sprintf("primary key %s (%s) of partition %s: not created, the table is not partitioned here", pk.Name, strings.Join(pk.Columns(), ", "), name))
+		}
+		for _, x := range pt.Indexes {
+			kind := "index"
+			if x.Unique {
+				kind = "unique index"
+			}
+			cr.Notes = append(cr.Notes, fmt.Sprintf("%s %s (%s) of partition %s: not created, the table is not partitioned here", kind, x.Name, strings.Join(x.Columns(), ", "), name))
+		}
+		for _, fk := range pt.ForeignKeys {
+			cr.Notes = append(cr.Notes, fmt.Sprintf("foreign key %s (%s) of partition %s, referencing %s: not created, the table is not partitioned here",
+				fk.Name, strings.Join(fk.Columns, ", "), name, strings.Join(fk.RefTable, ".")))
+		}
+	}
 }
 
 // columnDef is a column's definition; false: it is not created (a
@@ -179,6 +222,10 @@ func (m MySQL) defaultClause(c ColumnDef, cross bool, cr *Created) string {
 	case DefaultExpr:
 		if !cross {
 			return parenthesized(c.Default.Expr)
+		}
+		if c.Sequence != nil {
+			cr.Notes = append(cr.Notes, fmt.Sprintf("default %s of column %s: not created, MySQL has no sequences (only a key column takes AUTO_INCREMENT in their place)", c.Default.Expr, c.Name))
+			return ""
 		}
 		t, err := translateExpr(c.Default.Expr, plans.Postgres, plans.MySQL)
 		if err != nil {

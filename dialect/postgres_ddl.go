@@ -45,6 +45,9 @@ func (p Postgres) Create(def *TableDef, fence string) Created {
 		for _, t := range def.Types {
 			cr.Before = append(cr.Before, t.Create)
 		}
+		for _, seq := range def.Sequences {
+			cr.Before = append(cr.Before, p.createSequence(seq))
+		}
 	}
 	var lines []string
 	for _, c := range def.Columns {
@@ -91,6 +94,10 @@ func (p Postgres) Create(def *TableDef, fence string) Created {
 			cr.After = append(cr.After, "CREATE TABLE IF NOT EXISTS "+p.Quote(name...)+" PARTITION OF "+tbl+" "+pt.Bound)
 		}
 	}
+	if !same && def.PartitionBy != "" {
+		clause, _, _ := strings.Cut(def.PartitionBy, "\n")
+		cr.Notes = append(cr.Notes, fmt.Sprintf("partitioned table (%s): created as a plain table", strings.TrimSpace(clause)))
+	}
 	if def.Comment != "" {
 		cr.After = append(cr.After, "COMMENT ON TABLE "+tbl+" IS "+quoteLiteral(def.Comment))
 	}
@@ -100,7 +107,43 @@ func (p Postgres) Create(def *TableDef, fence string) Created {
 		}
 	}
 	cr.ForeignKeys = p.ForeignKeySteps(def)
+	if same && def.PartitionBy != "" {
+		p.partitionSteps(def, &cr)
+	}
 	return cr
+}
+
+// partitionSteps add the post-load steps creating what def's partitions
+// declare on their own (not from the parent's): their primary key,
+// indexes and foreign keys, named <partition>.<name> among the steps (a
+// constraint's name is per table).
+func (p Postgres) partitionSteps(def *TableDef, cr *Created) {
+	for _, pt := range def.Partitions {
+		part := *def
+		part.Name = sibling(def.Name, pt.Name[len(pt.Name)-1])
+		part.PartitionBy, part.Partitions, part.ForeignKeys = "", nil, pt.ForeignKeys
+		label := func(st Step) Step {
+			st.Name = part.Name[len(part.Name)-1] + "." + st.Name
+			return st
+		}
+		if pk := pt.PrimaryKey; pk != nil {
+			if cols, ok := p.plainColumns(*pk, &part, cr); ok {
+				tbl := p.Quote(part.Name...)
+				cr.Indexes = append(cr.Indexes, label(Step{Kind: StepIndex, Table: part.Name, Name: pgName(pk.Name),
+					SQL:        "ALTER TABLE " + tbl + " ADD CONSTRAINT " + p.Quote(pgName(pk.Name)) + " PRIMARY KEY (" + p.quoteList(cols) + ")",
+					Exists:     `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint WHERE conrelid = $1::regclass AND conname = $2)`,
+					ExistsArgs: []any{tbl, pgName(pk.Name)}}))
+			}
+		}
+		for _, x := range pt.Indexes {
+			if st, ok := p.indexStep(&part, x, cr); ok {
+				cr.Indexes = append(cr.Indexes, label(st))
+			}
+		}
+		for _, st := range p.ForeignKeySteps(&part) {
+			cr.ForeignKeys = append(cr.ForeignKeys, label(st))
+		}
+	}
 }
 
 // pgColumn is a column's line of the CREATE TABLE, or false when the
@@ -134,7 +177,7 @@ func (p Postgres) pgColumn(def *TableDef, c ColumnDef, cr *Created) (string, boo
 		s += " DEFAULT nextval(" + quoteLiteral(p.Quote(seq...)) + "::regclass)"
 		cr.After = append(cr.After, "ALTER SEQUENCE "+p.Quote(seq...)+" OWNED BY "+p.Quote(def.Name...)+"."+p.Quote(c.Name))
 	case same && c.Default.Kind != DefaultNone:
-		s += " DEFAULT " + c.Default.Expr
+		s += " DEFAULT " + p.sequencesRenamed(def, c.Default.Expr)
 	case c.Default.Kind != DefaultNone:
 		if d, ok := p.crossDefault(c, cr); ok {
 			s += " DEFAULT " + d
@@ -154,6 +197,30 @@ func (p Postgres) pgColumn(def *TableDef, c ColumnDef, cr *Created) (string, boo
 		s += " NOT NULL"
 	}
 	return s, true
+}
+
+// createSequence creates seq when missing, as the source defines it.
+func (p Postgres) createSequence(seq Sequence) string {
+	s := "CREATE SEQUENCE IF NOT EXISTS " + p.Quote(seq.Name...)
+	if seq.Type != "" {
+		s += " AS " + seq.Type
+	}
+	s += fmt.Sprintf(" INCREMENT BY %d MINVALUE %d MAXVALUE %d START WITH %d CACHE %d", seq.Increment, seq.Min, seq.Max, seq.Start, max(seq.Cache, 1))
+	if !seq.Cycle {
+		s += " NO"
+	}
+	return s + " CYCLE"
+}
+
+// sequencesRenamed is a default expression with each sequence of def it
+// names by the source's spelling (Sequence.Ref) named as created here.
+func (p Postgres) sequencesRenamed(def *TableDef, expr string) string {
+	for _, seq := range def.Sequences {
+		if seq.Ref != "" {
+			expr = strings.ReplaceAll(expr, pgRegclassConst(seq.Ref), pgRegclassConst(p.Quote(seq.Name...)))
+		}
+	}
+	return expr
 }
 
 // crossDefault is a MySQL column's default for its (mapped) PostgreSQL
@@ -275,25 +342,32 @@ func (p Postgres) DropForeignKey(table []string, name string) string {
 }
 
 // SequenceSteps implements Definitions: for each identity or serial
-// column, a DO block raising its sequence so the next value is above the
-// column's highest (and at least the sequence's minimum); never lowering
-// it, nothing on an empty table.
+// column, and each whose default is nextval() of a sequence no column owns
+// (ColumnDef.Sequence), a DO block raising its sequence so the next value
+// is above the column's highest, by whole increments (and at least the
+// sequence's minimum); never lowering it, nothing on an empty table nor
+// for a descending sequence.
 func (p Postgres) SequenceSteps(def *TableDef) []Step {
 	var out []Step
 	tbl := p.Quote(def.Name...)
 	for _, c := range def.Columns {
+		seq := `pg_get_serial_sequence(` + quoteLiteral(tbl) + `, ` + quoteLiteral(c.Name) + `)::regclass`
 		switch c.Identity {
 		case IdentityAlways, IdentityByDefault, IdentitySerial, AutoIncrement:
 		default:
-			continue
+			if c.Sequence == nil {
+				continue
+			}
+			seq = `to_regclass(` + quoteLiteral(p.Quote(c.Sequence...)) + `)`
 		}
-		body := `DECLARE s regclass := pg_get_serial_sequence(` + quoteLiteral(tbl) + `, ` + quoteLiteral(c.Name) + `)::regclass; ` +
-			`m numeric; l numeric; called boolean; inc bigint; mn bigint; ` +
+		body := `DECLARE s regclass := ` + seq + `; ` +
+			`m numeric; v numeric; l numeric; called boolean; inc bigint; mn bigint; ` +
 			`BEGIN SELECT max(` + p.Quote(c.Name) + `) INTO m FROM ` + tbl + `; ` +
 			`IF s IS NULL OR m IS NULL THEN RETURN; END IF; ` +
 			`EXECUTE 'SELECT last_value, is_called FROM ' || s::text INTO l, called; ` +
 			`SELECT seqincrement, seqmin INTO inc, mn FROM pg_catalog.pg_sequence WHERE seqrelid = s; ` +
-			`IF m + 1 > (CASE WHEN called THEN l + inc ELSE l END) THEN PERFORM setval(s, GREATEST(m + 1, mn)::bigint, false); END IF; END`
+			`v := CASE WHEN called THEN l + inc ELSE l END; ` +
+			`IF inc > 0 AND m + 1 > v THEN PERFORM setval(s, GREATEST(v + inc * ceil((m + 1 - v) / inc), mn)::bigint, false); END IF; END`
 		out = append(out, Step{Kind: StepSequence, Table: def.Name, Name: c.Name, SQL: pgDo(body)})
 	}
 	return out

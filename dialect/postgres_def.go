@@ -44,7 +44,8 @@ func pgNotExtension(cat, o string) string {
 // NotMigrated implements Definitions: views and materialized views (with
 // the given tables they read), triggers, rules, policies, exclusion
 // constraints and grants of the given tables, routines, and sequences no
-// column owns.
+// column owns that no default of the given tables uses (those are created
+// with the table that uses them, see Create).
 func (p Postgres) NotMigrated(ctx context.Context, db Querier, tables [][]string) ([]Object, error) {
 	oids := make([]string, 0, len(tables))
 	for _, t := range tables {
@@ -98,7 +99,10 @@ FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamesp
 WHERE c.relkind = 'S' AND ` + pgUserSchema + ` AND ` + pgNotExtension("pg_catalog.pg_class", "c.oid") + `
   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid
     AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjsubid > 0 AND d.deptype IN ('a', 'i'))
-ORDER BY 2`, nil},
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d JOIN pg_catalog.pg_attrdef ad ON ad.oid = d.objid
+    WHERE d.classid = 'pg_catalog.pg_attrdef'::regclass AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid = c.oid
+      AND ad.adrelid = ANY ($1::oid[]))
+ORDER BY 2`, []any{arr}},
 	}
 	for _, q := range queries {
 		rows, err := db.QueryContext(ctx, q.sql, q.args...)

@@ -479,3 +479,120 @@ func TestPostgres_CreateFromMySQL(t *testing.T) {
 		t.Errorf("indexes %q comment %q checks %+v", names, got.Comment, got.Checks)
 	}
 }
+
+// pgSequencesSchema has keys from sequences no column owns (issue 25, item
+// 7) — one mixed-case in another schema with its own increment, bounds and
+// cycle, shared by two tables, one used by a column not in the key and in
+// an expression — and a partitioned table whose partitions declare an
+// index and foreign keys of their own (item 8), beside one of the
+// parent's.
+const pgSequencesSchema = `
+CREATE SCHEMA "Stock";
+CREATE SEQUENCE "Stock"."Item_Seq" AS integer INCREMENT BY 5 MINVALUE 3 MAXVALUE 1000000 START WITH 3 CYCLE;
+CREATE SEQUENCE "ref's_seq" CACHE 20;
+CREATE SEQUENCE loose_seq;
+CREATE TABLE items (
+  id integer NOT NULL DEFAULT nextval('"Stock"."Item_Seq"') PRIMARY KEY,
+  ref bigint DEFAULT nextval('"ref''s_seq"'),
+  code text DEFAULT 'R-' || nextval('"ref''s_seq"')
+);
+CREATE TABLE moves (
+  id bigint NOT NULL DEFAULT nextval('"Stock"."Item_Seq"'),
+  at date NOT NULL,
+  item integer NOT NULL,
+  PRIMARY KEY (id, at)
+) PARTITION BY RANGE (at);
+CREATE TABLE moves_2024 PARTITION OF moves FOR VALUES FROM ('2024-01-01') TO ('2025-01-01');
+CREATE TABLE moves_2025 PARTITION OF moves FOR VALUES FROM ('2025-01-01') TO ('2026-01-01');
+CREATE INDEX moves_at ON moves (at);
+CREATE INDEX moves_2024_item ON moves_2024 (item);
+ALTER TABLE moves_2024 ADD CONSTRAINT moves_item_fk FOREIGN KEY (item) REFERENCES items (id);
+ALTER TABLE moves_2025 ADD CONSTRAINT moves_item_fk FOREIGN KEY (item) REFERENCES items (id) ON DELETE CASCADE;
+`
+
+// Tables whose keys come from sequences no column owns are created in
+// another database with their sequences (as the source defines them), the
+// post-load steps set each past the copied keys, by whole increments; a
+// partitioned table's partitions get the indexes and foreign keys they
+// declare; the sequences used are not reported as not migrated.
+func TestPostgres_CreateUnownedSequencesAndPartitionKeys(t *testing.T) {
+	src := testsvc.OpenPostgres(t, testsvc.NewPostgresDB(t))
+	dst := testsvc.OpenPostgres(t, testsvc.NewPostgresDB(t))
+	d := dialect.Postgres{}
+	ctx := t.Context()
+	pgExec(t, src, pgSequencesSchema)
+	pgExec(t, dst, `CREATE SCHEMA "Stock"`)
+	tables := [][]string{{"public", "items"}, {"public", "moves"}}
+	var created []dialect.Created
+	for _, tb := range tables {
+		def, err := d.ReadTable(ctx, src, tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cr := d.Create(def, "_fence")
+		if len(cr.Notes) > 0 || len(cr.Skipped) > 0 {
+			t.Errorf("%s: notes %q skipped %q", tb, cr.Notes, cr.Skipped)
+		}
+		pgRunCreated(t, dst, cr)
+		pgRunCreated(t, dst, dialect.Created{Before: cr.Before, After: cr.After}) // again: idempotent
+		created = append(created, cr)
+	}
+	for _, cr := range created {
+		pgRunSteps(t, dst, cr.Indexes)
+	}
+	for _, cr := range created {
+		pgRunSteps(t, dst, cr.ForeignKeys)
+	}
+	var seq string
+	if err := dst.QueryRowContext(ctx, `SELECT concat_ws(' ', data_type, start_value, increment_by, min_value, max_value, cache_size, cycle)
+FROM pg_sequences WHERE schemaname = 'Stock' AND sequencename = 'Item_Seq'`).Scan(&seq); err != nil || seq != "integer 3 5 3 1000000 1 t" {
+		t.Errorf(`"Stock"."Item_Seq" in the target: %q, %v`, seq, err)
+	}
+	var parts string
+	if err := dst.QueryRowContext(ctx, `SELECT string_agg(x, ', ' ORDER BY x) FROM (
+  SELECT conrelid::regclass || ' ' || conname || ' ' || confdeltype::text AS x FROM pg_constraint WHERE contype = 'f' AND conrelid IN ('moves_2024'::regclass, 'moves_2025'::regclass) AND conparentid = 0
+  UNION ALL SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'moves_2024'::regclass) s`).Scan(&parts); err != nil ||
+		parts != "moves_2024 moves_item_fk a, moves_2024_at_idx, moves_2024_item, moves_2024_pkey, moves_2025 moves_item_fk c" {
+		t.Errorf("the partitions' own keys in the target: %q, %v", parts, err)
+	}
+
+	// Rows copied with their keys (3, 8, 13 from the sequence; 40 above
+	// it), then the sequence steps of the target's own definitions.
+	pgExec(t, dst, `INSERT INTO items (id, ref, code) VALUES (3, 1, 'R-1'), (8, 2, 'R-2'), (13, 7, 'R-7')`,
+		`INSERT INTO moves (id, at, item) VALUES (40, '2024-05-01', 3), (41, '2025-05-01', 8)`)
+	if _, err := dst.ExecContext(ctx, `INSERT INTO moves (id, at, item) VALUES (42, '2024-06-01', 99)`); err == nil {
+		t.Error("a move of no item accepted: the partition's foreign key is missing")
+	}
+	for _, tb := range tables {
+		def, err := d.ReadTable(ctx, dst, tb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			for _, st := range d.SequenceSteps(def) {
+				pgExec(t, dst, st.SQL)
+			}
+		}
+	}
+	var id, ref int64
+	if err := dst.QueryRowContext(ctx, `INSERT INTO items DEFAULT VALUES RETURNING id, ref`).Scan(&id, &ref); err != nil || id != 43 || ref != 8 {
+		t.Errorf("new item id %d ref %d, %v; want 43 (past the moves' 41, by fives from 3) and 8", id, ref, err)
+	}
+	if err := dst.QueryRowContext(ctx, `INSERT INTO moves (at, item) VALUES ('2024-07-01', 3) RETURNING id`).Scan(&id); err != nil || id != 48 {
+		t.Errorf("new move id %d, %v; want 48", id, err)
+	}
+
+	objs, err := d.NotMigrated(ctx, src, tables)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seqs []string
+	for _, o := range objs {
+		if o.Kind == "sequence" {
+			seqs = append(seqs, o.Name)
+		}
+	}
+	if !slices.Equal(seqs, []string{"loose_seq"}) {
+		t.Errorf("sequences not migrated: %q, want only loose_seq (the others are created with their tables)", seqs)
+	}
+}

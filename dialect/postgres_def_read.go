@@ -55,7 +55,8 @@ func (p Postgres) readColumns(ctx context.Context, db Querier, oid int64, def *T
   EXISTS (SELECT 1 FROM pg_catalog.pg_depend dep JOIN pg_catalog.pg_class s ON s.oid = dep.objid AND s.relkind = 'S'
     WHERE dep.classid = 'pg_catalog.pg_class'::regclass AND dep.refclassid = 'pg_catalog.pg_class'::regclass
       AND dep.refobjid = a.attrelid AND dep.refobjsubid = a.attnum AND dep.deptype = 'a'),
-  CASE WHEN t.typnamespace <> 'pg_catalog'::regnamespace OR t.typtype <> 'b' OR t.typelem <> 0 THEN t.oid::bigint ELSE 0 END`+pgColumnFrom+`
+  CASE WHEN t.typnamespace <> 'pg_catalog'::regnamespace OR t.typtype <> 'b' OR t.typelem <> 0 THEN t.oid::bigint ELSE 0 END,
+  `+pgDefaultSequences+`::text`+pgColumnFrom+`
 WHERE a.attrelid = $1::oid AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum`, oid)
 	if err != nil {
@@ -69,7 +70,8 @@ ORDER BY a.attnum`, oid)
 		var dflt, ident, gen string
 		var owned bool
 		var typ int64
-		if err := rows.Scan(&c.Name, &c.Type, &c.Base, &c.NotNull, &labels, &dflt, &ident, &gen, &c.Comment, &owned, &typ); err != nil {
+		var seqs sql.NullString
+		if err := rows.Scan(&c.Name, &c.Type, &c.Base, &c.NotNull, &labels, &dflt, &ident, &gen, &c.Comment, &owned, &typ, &seqs); err != nil {
 			return nil, err
 		}
 		if labels.Valid {
@@ -89,6 +91,11 @@ ORDER BY a.attnum`, oid)
 		default:
 			c.Default = pgClassifyDefault(dflt)
 		}
+		if seqs.Valid {
+			if err := p.defaultSequences(seqs.String, dflt, &c, def); err != nil {
+				return nil, err
+			}
+		}
 		if typ != 0 && !slices.Contains(types, typ) {
 			types = append(types, typ)
 		}
@@ -96,6 +103,60 @@ ORDER BY a.attnum`, oid)
 	}
 	return types, rows.Err()
 }
+
+// pgDefaultSequences is a query's column of a json array of the
+// sequences a column's default uses that the column does not own, as
+// pgSequenceRow reads them.
+const pgDefaultSequences = `(SELECT json_agg(json_build_object('schema', sn.nspname, 'name', s.relname, 'ref', s.oid::regclass::text,
+    'type', format_type(q.seqtypid, NULL), 'start', q.seqstart, 'increment', q.seqincrement, 'min', q.seqmin, 'max', q.seqmax,
+    'cache', q.seqcache, 'cycle', q.seqcycle) ORDER BY sn.nspname, s.relname)
+  FROM pg_catalog.pg_attrdef ad
+  JOIN pg_catalog.pg_depend dd ON dd.classid = 'pg_catalog.pg_attrdef'::regclass AND dd.objid = ad.oid AND dd.refclassid = 'pg_catalog.pg_class'::regclass
+  JOIN pg_catalog.pg_class s ON s.oid = dd.refobjid AND s.relkind = 'S'
+  JOIN pg_catalog.pg_namespace sn ON sn.oid = s.relnamespace
+  JOIN pg_catalog.pg_sequence q ON q.seqrelid = s.oid
+  WHERE ad.adrelid = a.attrelid AND ad.adnum = a.attnum
+    AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend o WHERE o.classid = 'pg_catalog.pg_class'::regclass AND o.objid = s.oid
+      AND o.refclassid = 'pg_catalog.pg_class'::regclass AND o.refobjid = a.attrelid AND o.refobjsubid = a.attnum AND o.deptype = 'a'))`
+
+// defaultSequences adds the sequences of a column's default (the json of
+// pgDefaultSequences) to def.Sequences, once each; when the default is
+// nextval() of one of them and the column an integer, it is c.Sequence.
+func (p Postgres) defaultSequences(js, dflt string, c *ColumnDef, def *TableDef) error {
+	var rows []pgSequenceRow
+	if err := json.Unmarshal([]byte(js), &rows); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		seq := Sequence{Name: []string{r.Schema, r.Name}, Ref: r.Ref, Type: r.Type,
+			Start: r.Start, Increment: r.Increment, Min: r.Min, Max: r.Max, Cache: r.Cache, Cycle: r.Cycle}
+		if !slices.ContainsFunc(def.Sequences, func(s Sequence) bool { return slices.Equal(s.Name, seq.Name) }) {
+			def.Sequences = append(def.Sequences, seq)
+			slices.SortFunc(def.Sequences, func(a, b Sequence) int { return slices.Compare(a.Name, b.Name) })
+		}
+		if dflt == "nextval("+pgRegclassConst(seq.Ref)+")" && pgIntegers[c.Base] {
+			c.Sequence = seq.Name
+		}
+	}
+	return nil
+}
+
+// pgSequenceRow is a sequence of pgDefaultSequences (its integers are
+// decoded exactly, not through float64).
+type pgSequenceRow struct {
+	Schema, Name, Ref, Type           string
+	Start, Increment, Min, Max, Cache int64
+	Cycle                             bool
+}
+
+// pgRegclassConst is a regclass constant as pg_get_expr prints it (with
+// standard_conforming_strings): 'name'::regclass.
+func pgRegclassConst(name string) string {
+	return "'" + strings.ReplaceAll(name, "'", "''") + "'::regclass"
+}
+
+// pgIntegers are the integer types a sequence's values fit.
+var pgIntegers = map[string]bool{"smallint": true, "integer": true, "bigint": true}
 
 var (
 	pgNumber     = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
@@ -163,7 +224,19 @@ var pgAction = map[string]string{"a": "NO ACTION", "r": "RESTRICT", "c": "CASCAD
 
 // readIndexes reads the primary key and the other indexes, those backing
 // exclusion constraints aside (NotMigrated lists them).
-func (p Postgres) readIndexes(ctx context.Context, db Querier, oid int64, def *TableDef) error {
+func (p Postgres) readIndexes(ctx context.Context, db Querier, oid int64, def *TableDef) (err error) {
+	def.PrimaryKey, def.Indexes, err = p.indexes(ctx, db, oid, false)
+	return err
+}
+
+// indexes reads a table's primary key and other indexes; own: only those
+// declared on it, not a partition's from its parent's (attached to one).
+func (p Postgres) indexes(ctx context.Context, db Querier, oid int64, own bool) (pk *Index, out []Index, err error) {
+	cond := ""
+	if own {
+		cond = `
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits ih WHERE ih.inhrelid = i.indexrelid)`
+	}
 	rows, err := db.QueryContext(ctx, `SELECT ci.relname, i.indisunique, i.indisprimary, am.amname,
   COALESCE(pg_get_expr(i.indpred, i.indrelid, true), ''), pg_get_indexdef(i.indexrelid),
   EXISTS (SELECT 1 FROM pg_catalog.pg_constraint con WHERE con.conindid = i.indexrelid AND con.conrelid = i.indrelid AND con.contype IN ('u', 'p')),
@@ -175,10 +248,10 @@ FROM pg_catalog.pg_index i
 JOIN pg_catalog.pg_class ci ON ci.oid = i.indexrelid
 JOIN pg_catalog.pg_am am ON am.oid = ci.relam
 WHERE i.indrelid = $1::oid
-  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint x WHERE x.conindid = i.indexrelid AND x.conrelid = i.indrelid AND x.contype = 'x')
+  AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_constraint x WHERE x.conindid = i.indexrelid AND x.conrelid = i.indrelid AND x.contype = 'x')`+cond+`
 ORDER BY ci.relname`, oid)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -186,11 +259,11 @@ ORDER BY ci.relname`, oid)
 		var primary bool
 		var parts string
 		if err := rows.Scan(&x.Name, &x.Unique, &primary, &x.Method, &x.Where, &x.Def, &x.Constraint, &parts); err != nil {
-			return err
+			return nil, nil, err
 		}
 		var raw [][3]any
 		if err := json.Unmarshal([]byte(parts), &raw); err != nil {
-			return err
+			return nil, nil, err
 		}
 		for _, r := range raw {
 			col, _ := r[0].(string)
@@ -202,12 +275,12 @@ ORDER BY ci.relname`, oid)
 			x.Parts = append(x.Parts, part)
 		}
 		if primary {
-			def.PrimaryKey = &x
+			pk = &x
 		} else {
-			def.Indexes = append(def.Indexes, x)
+			out = append(out, x)
 		}
 	}
-	return rows.Err()
+	return pk, out, rows.Err()
 }
 
 // pgNames is a query's column of a json array of attribute names, of
@@ -217,7 +290,14 @@ func pgNames(arr, tbl string) string {
    JOIN pg_catalog.pg_attribute a ON a.attrelid = ` + tbl + ` AND a.attnum = k.attnum)::text`
 }
 
-func (p Postgres) readForeignKeys(ctx context.Context, db Querier, oid int64, def *TableDef) error {
+func (p Postgres) readForeignKeys(ctx context.Context, db Querier, oid int64, def *TableDef) (err error) {
+	def.ForeignKeys, err = p.foreignKeys(ctx, db, oid)
+	return err
+}
+
+// foreignKeys reads the foreign keys declared on a table (not a
+// partition's from its parent's).
+func (p Postgres) foreignKeys(ctx context.Context, db Querier, oid int64) ([]ForeignKey, error) {
 	rows, err := db.QueryContext(ctx, `SELECT con.conname, `+pgNames("con.conkey", "con.conrelid")+`, rn.nspname, rc.relname,
   `+pgNames("con.confkey", "con.confrelid")+`, con.confdeltype::text, con.confupdtype::text, pg_get_constraintdef(con.oid)
 FROM pg_catalog.pg_constraint con
@@ -226,26 +306,27 @@ JOIN pg_catalog.pg_namespace rn ON rn.oid = rc.relnamespace
 WHERE con.conrelid = $1::oid AND con.contype = 'f' AND con.conparentid = 0
 ORDER BY con.conname`, oid)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rows.Close()
+	var out []ForeignKey
 	for rows.Next() {
 		var fk ForeignKey
 		var cols, refCols, del, upd string
 		fk.RefTable = make([]string, 2)
 		if err := rows.Scan(&fk.Name, &cols, &fk.RefTable[0], &fk.RefTable[1], &refCols, &del, &upd, &fk.Def); err != nil {
-			return err
+			return nil, err
 		}
 		if err := json.Unmarshal([]byte(cols), &fk.Columns); err != nil {
-			return err
+			return nil, err
 		}
 		if err := json.Unmarshal([]byte(refCols), &fk.RefColumns); err != nil {
-			return err
+			return nil, err
 		}
 		fk.OnDelete, fk.OnUpdate = pgAction[del], pgAction[upd]
-		def.ForeignKeys = append(def.ForeignKeys, fk)
+		out = append(out, fk)
 	}
-	return rows.Err()
+	return out, rows.Err()
 }
 
 func (p Postgres) readChecks(ctx context.Context, db Querier, oid int64, def *TableDef) error {
@@ -278,8 +359,10 @@ func pgCheckExpr(s string) string {
 	return s
 }
 
+// readPartitions reads the partitions, each with the indexes and foreign
+// keys declared on it alone.
 func (p Postgres) readPartitions(ctx context.Context, db Querier, oid int64, def *TableDef) error {
-	rows, err := db.QueryContext(ctx, `SELECT n.nspname, c.relname, pg_get_expr(c.relpartbound, c.oid)
+	rows, err := db.QueryContext(ctx, `SELECT c.oid::bigint, n.nspname, c.relname, pg_get_expr(c.relpartbound, c.oid)
 FROM pg_catalog.pg_inherits i
 JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
 JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -288,13 +371,29 @@ ORDER BY c.relname`, oid)
 	if err != nil {
 		return err
 	}
-	defer rows.Close()
+	var oids []int64
 	for rows.Next() {
+		var oid int64
 		pt := Partition{Name: make([]string, 2)}
-		if err := rows.Scan(&pt.Name[0], &pt.Name[1], &pt.Bound); err != nil {
+		if err := rows.Scan(&oid, &pt.Name[0], &pt.Name[1], &pt.Bound); err != nil {
+			rows.Close()
 			return err
 		}
-		def.Partitions = append(def.Partitions, pt)
+		oids, def.Partitions = append(oids, oid), append(def.Partitions, pt)
 	}
-	return rows.Err()
+	err = rows.Err()
+	rows.Close()
+	if err != nil {
+		return err
+	}
+	for i, oid := range oids {
+		pt := &def.Partitions[i]
+		if pt.PrimaryKey, pt.Indexes, err = p.indexes(ctx, db, oid, true); err != nil {
+			return err
+		}
+		if pt.ForeignKeys, err = p.foreignKeys(ctx, db, oid); err != nil {
+			return err
+		}
+	}
+	return nil
 }

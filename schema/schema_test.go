@@ -317,3 +317,74 @@ func TestTarget_KeyCollations(t *testing.T) {
 		}
 	})
 }
+
+// A PostgreSQL table whose key comes from a sequence no column owns, and
+// whose partition declares foreign keys of its own (issue 25, items 7 and
+// 8), prepared for a target table in another schema: the sequence of the
+// source table's schema goes to the target's (the default names it there),
+// a partition's foreign key is re-pointed at the target of the table it
+// references, or noted when the plan does not copy that table. Toward
+// MySQL the key is AUTO_INCREMENT, reset after the load.
+func TestTarget_PrepareUnownedSequenceAndPartitionKeys(t *testing.T) {
+	each(t, func(t *testing.T, db *sql.DB, d dialect.Dialect) {
+		if d.Engine() == plans.Postgres {
+			exec(t, db, "CREATE SCHEMA shop")
+		}
+		src := []dialect.Column{{Name: "id", Type: "integer", Base: "integer", NotNull: true}, {Name: "at", Type: "date", Base: "date", NotNull: true},
+			{Name: "item", Type: "integer", Base: "integer", NotNull: true}}
+		id := dialect.ColumnDef{Column: src[0], Default: dialect.Default{Kind: dialect.DefaultExpr, Expr: "nextval('moves_id_seq'::regclass)"}, Sequence: []string{"public", "moves_id_seq"}}
+		def := &dialect.TableDef{Engine: plans.Postgres, Name: []string{"public", "moves"},
+			Columns:     []dialect.ColumnDef{id, {Column: src[1]}, {Column: src[2]}},
+			PrimaryKey:  &dialect.Index{Name: "moves_pkey", Unique: true, Constraint: true, Parts: []dialect.IndexPart{{Column: "id"}, {Column: "at"}}},
+			PartitionBy: "RANGE (at)",
+			Partitions: []dialect.Partition{{Name: []string{"public", "moves_2024"}, Bound: "FOR VALUES FROM ('2024-01-01') TO ('2025-01-01')",
+				ForeignKeys: []dialect.ForeignKey{
+					{Name: "moves_item_fk", Columns: []string{"item"}, RefTable: []string{"public", "items"}, RefColumns: []string{"id"}},
+					{Name: "moves_lost_fk", Columns: []string{"item"}, RefTable: []string{"public", "lost"}, RefColumns: []string{"id"}},
+				}}},
+			Sequences: []dialect.Sequence{{Name: []string{"public", "moves_id_seq"}, Ref: "moves_id_seq", Type: "integer", Start: 1, Increment: 1, Min: 1, Max: 2147483647, Cache: 1}},
+		}
+		target := "shop.moves"
+		if d.Engine() == plans.MySQL {
+			target = "moves"
+		}
+		tb := plans.Table{Name: "public.moves", Target: target, Key: []string{"id", "at"}}
+		items := []string{"shop", "items"}
+		if d.Engine() == plans.MySQL {
+			items = []string{"items"}
+		}
+		tg := schema.Target{SQL: d, Source: plans.Postgres, FenceColumn: "_fence", Targets: map[string][]string{"public.items": items}}
+		p, err := tg.Prepare(t.Context(), db, tb, src, def)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ddl, notes := strings.Join(p.DDL, ";\n"), strings.Join(p.Notes, "\n")
+		if !strings.Contains(notes, "foreign key moves_lost_fk of partition moves_2024 references public.lost, which the plan does not copy") {
+			t.Errorf("notes:\n%s", notes)
+		}
+		var steps []string
+		for _, st := range p.Steps {
+			steps = append(steps, st.SQL)
+		}
+		if d.Engine() == plans.Postgres {
+			for _, w := range []string{`CREATE SEQUENCE IF NOT EXISTS "shop"."moves_id_seq" AS integer`, `DEFAULT nextval('"shop"."moves_id_seq"'::regclass)`} {
+				if !strings.Contains(ddl, w) {
+					t.Errorf("no %s in:\n%s", w, ddl)
+				}
+			}
+			if want := `ALTER TABLE "shop"."moves_2024" ADD CONSTRAINT "moves_item_fk" FOREIGN KEY ("item") REFERENCES "shop"."items" ("id") ON DELETE NO ACTION ON UPDATE NO ACTION`; len(steps) != 1 || steps[0] != want {
+				t.Errorf("steps %q, want %q", steps, want)
+			}
+			for _, q := range p.DDL {
+				exec(t, db, q)
+			}
+		} else {
+			if !strings.Contains(ddl, "`id` int NOT NULL AUTO_INCREMENT") || len(steps) != 0 || !strings.Contains(notes, "moves_item_fk (item) of partition moves_2024") {
+				t.Errorf("ddl:\n%s\nsteps %q\nnotes:\n%s", ddl, steps, notes)
+			}
+		}
+		if seq := d.SequenceSteps(p.Def); len(seq) != 1 || seq[0].Name != "id" {
+			t.Errorf("the dry run's sequence steps %+v, want id's", seq)
+		}
+	})
+}

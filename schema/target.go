@@ -169,6 +169,8 @@ func (tg Target) asCreated(def *dialect.TableDef) *dialect.TableDef {
 	d.Columns = slices.Clone(def.Columns)
 	for i, c := range d.Columns {
 		switch {
+		case d.Engine == plans.MySQL && tg.Source != plans.MySQL && dialect.SequenceKey(def, c):
+			d.Columns[i].Identity = dialect.AutoIncrement // as MySQL.Create makes it
 		case c.Identity == "" || d.Engine == tg.Source:
 		case d.Engine == plans.MySQL:
 			d.Columns[i].Identity = dialect.AutoIncrement
@@ -230,21 +232,65 @@ func (tg Target) targetDef(t plans.Table, src []dialect.Column, def *dialect.Tab
 			notes = append(notes, fmt.Sprintf("index %s: a column it uses is not copied", x.Name))
 		}
 	}
-	renameOwned(def.Name, &d)
-	d.ForeignKeys = nil
-	for _, fk := range def.ForeignKeys {
-		ref, ok := tg.Targets[strings.Join(fk.RefTable, ".")]
-		switch {
-		case !ok:
-			notes = append(notes, fmt.Sprintf("foreign key %s references %s, which the plan does not copy: not created", fk.Name, strings.Join(fk.RefTable, ".")))
-		case !has(fk.Columns):
-			notes = append(notes, fmt.Sprintf("foreign key %s: a column it uses is not copied", fk.Name))
-		default:
-			fk.RefTable = ref
-			d.ForeignKeys = append(d.ForeignKeys, fk)
+	fks := func(in []dialect.ForeignKey, of string) (out []dialect.ForeignKey) {
+		for _, fk := range in {
+			ref, ok := tg.Targets[strings.Join(fk.RefTable, ".")]
+			switch {
+			case !ok:
+				notes = append(notes, fmt.Sprintf("foreign key %s%s references %s, which the plan does not copy: not created", fk.Name, of, strings.Join(fk.RefTable, ".")))
+			case !has(fk.Columns):
+				notes = append(notes, fmt.Sprintf("foreign key %s%s: a column it uses is not copied", fk.Name, of))
+			default:
+				fk.RefTable = ref
+				out = append(out, fk)
+			}
 		}
+		return out
 	}
+	d.Partitions = slices.Clone(def.Partitions)
+	for i, pt := range d.Partitions {
+		of := " of partition " + pt.Name[len(pt.Name)-1]
+		if pt.PrimaryKey != nil && !has(pt.PrimaryKey.Columns()) {
+			notes = append(notes, fmt.Sprintf("primary key %s%s: a column it uses is not copied", pt.PrimaryKey.Name, of))
+			d.Partitions[i].PrimaryKey = nil
+		}
+		d.Partitions[i].Indexes = nil
+		for _, x := range pt.Indexes {
+			if has(x.Columns()) {
+				d.Partitions[i].Indexes = append(d.Partitions[i].Indexes, x)
+			} else {
+				notes = append(notes, fmt.Sprintf("index %s%s: a column it uses is not copied", x.Name, of))
+			}
+		}
+		d.Partitions[i].ForeignKeys = fks(pt.ForeignKeys, of)
+	}
+	renameOwned(def.Name, &d)
+	d.ForeignKeys = fks(def.ForeignKeys, "")
+	sequencesBeside(def.Name, &d)
 	return &d, notes
+}
+
+// sequencesBeside moves the sequences of the source table's schema that
+// its defaults use (dialect.TableDef.Sequences) to the target table's, as
+// a serial column's own sequence is: those of other schemas keep theirs.
+func sequencesBeside(src []string, d *dialect.TableDef) {
+	if len(src) < 2 || len(d.Sequences) == 0 {
+		return
+	}
+	d.Sequences = slices.Clone(d.Sequences)
+	d.Columns = slices.Clone(d.Columns)
+	for i, seq := range d.Sequences {
+		if len(seq.Name) != 2 || seq.Name[0] != src[0] {
+			continue
+		}
+		name := append(slices.Clone(d.Name[:len(d.Name)-1]), seq.Name[1])
+		for j, c := range d.Columns {
+			if slices.Equal(c.Sequence, seq.Name) {
+				d.Columns[j].Sequence = name
+			}
+		}
+		d.Sequences[i].Name = name
+	}
 }
 
 // renameOwned renames what a table created under another name than its
@@ -287,6 +333,15 @@ func renameOwned(src []string, d *dialect.TableDef) {
 		name := slices.Clone(d.Name)
 		name[len(name)-1] = rename(p.Name[len(p.Name)-1])
 		d.Partitions[i].Name = name
+		if pk := p.PrimaryKey; pk != nil {
+			x := *pk
+			x.Name = rename(x.Name)
+			d.Partitions[i].PrimaryKey = &x
+		}
+		d.Partitions[i].Indexes = slices.Clone(p.Indexes)
+		for j := range p.Indexes {
+			d.Partitions[i].Indexes[j].Name = rename(p.Indexes[j].Name)
+		}
 	}
 }
 

@@ -26,7 +26,8 @@ import (
 // neither a primary key nor a unique index, is excluded); the PostgreSQL
 // fixture has a partitioned table too.
 func fixtureTables(eng *engine) []string {
-	tables := []string{"addresses", "audit_log", "CamelCaseNotes", "categories", "customers", "inventory", "order_items", "orders", "payments", "product_tags", "products", "tags", "warehouses"}
+	tables := []string{"addresses", "audit_log", "CamelCaseNotes", "categories", "customers", "inventory", "order_items", "orders", "payments", "product_tags", "products", "tags", "warehouses",
+		"suppliers", "gift_cards", "supplier_returns"} // the section "unowned sequences and per-partition keys"
 	if eng == pgEngine {
 		tables = append(tables, "shipments")
 	}
@@ -103,6 +104,7 @@ func TestWholeDatabase(t *testing.T) {
 				Table string   `json:"table"`
 				Key   []string `json:"key"`
 				DDL   []string `json:"ddl"`
+				Notes []string `json:"notes"`
 			} `json:"tables"`
 			PostLoad    []string `json:"post_load"`
 			NotMigrated []string `json:"not_migrated"`
@@ -172,6 +174,20 @@ func TestWholeDatabase(t *testing.T) {
 			t.Errorf("the run's summary does not report the view: %v", rep.NotMigrated)
 		}
 
+		if e.src == pgEngine {
+			var dryNotes []string
+			for _, tb := range dry.Tables {
+				for _, n := range tb.Notes {
+					dryNotes = append(dryNotes, tb.Table+": "+n)
+				}
+			}
+			e.checkUnownedSequences(t, dryNotes, rep.Notes, dry.NotMigrated, rep.NotMigrated)
+		}
+		if e.src == mysqlEngine && e.dst == pgEngine && !slices.ContainsFunc(rep.Notes, func(n string) bool {
+			return strings.HasPrefix(n, "supplier_returns: partitioned table (PARTITION BY RANGE")
+		}) {
+			t.Errorf("the run does not note that the partitioned supplier_returns is created plain: %q", rep.Notes)
+		}
 		if e.src == pgEngine && e.dst == pgEngine {
 			if n := queryInt(t, e.dstDB, "SELECT count(*) FROM pg_inherits WHERE inhparent = 'shipments'::regclass"); n != 2 {
 				t.Errorf("the target's shipments has %d partitions, want 2", n)
@@ -210,6 +226,47 @@ func TestWholeDatabase(t *testing.T) {
 		}
 
 	})
+}
+
+// checkUnownedSequences checks the fixture's section "unowned sequences
+// and per-partition keys" (issue 25, items 7 and 8) after a run from
+// PostgreSQL (the application's inserts without keys are in app.sql):
+// the sequences the defaults use are created, not reported as not
+// migrated; a partition's own index and foreign key are created on it
+// between PostgreSQL databases, noted toward MySQL, by the dry run as by
+// the run, as is the default nextval() of a column that is not the key.
+func (e *env) checkUnownedSequences(t *testing.T, dryNotes, runNotes, dryNot, runNot []string) {
+	t.Helper()
+	for _, not := range [][]string{dryNot, runNot} {
+		for _, o := range not {
+			if strings.Contains(o, "GiftCard_Seq") || strings.Contains(o, "suppliers_supplier_id_seq") || strings.Contains(o, "gift_card_serial_seq") {
+				t.Errorf("a sequence a copied default uses is reported as not migrated: %s", o)
+			}
+		}
+	}
+	if e.dst == pgEngine {
+		if got := queryStrings(t, e.dstDB, `SELECT concat_ws(' ', data_type, start_value, increment_by, min_value, max_value, cycle) FROM pg_sequences WHERE sequencename = 'GiftCard_Seq'`); !slices.Equal(got, []string{"bigint 5 10 5 900000000 t"}) {
+			t.Errorf(`"GiftCard_Seq" in the target: %q, want the source's bigint 5 10 5 900000000 t`, got)
+		}
+		if n := queryInt(t, e.dstDB, "SELECT count(*) FROM pg_constraint WHERE conrelid = 'supplier_returns_2024'::regclass AND conname = 'supplier_returns_2024_supplier_fk'"); n != 1 {
+			t.Errorf("the partition's own foreign key is missing in the target (%d)", n)
+		}
+		if n := queryInt(t, e.dstDB, "SELECT count(*) FROM pg_index WHERE indexrelid = to_regclass('supplier_returns_2024_supplier_idx') AND indrelid = 'supplier_returns_2024'::regclass"); n != 1 {
+			t.Errorf("the partition's own index is missing in the target (%d)", n)
+		}
+		if _, err := e.dstDB.ExecContext(t.Context(), "INSERT INTO supplier_returns (return_id, returned_on, supplier_id) VALUES (9999, '2024-02-01', 9999)"); err == nil {
+			t.Error("a return of no supplier was accepted: the partition's foreign key is missing")
+		}
+		return
+	}
+	for what, notes := range map[string][]string{"dry run": dryNotes, "run": runNotes} {
+		all := strings.Join(notes, "\n")
+		for _, w := range []string{"supplier_returns_2024_supplier_idx (supplier_id) of partition supplier_returns_2024", "supplier_returns_2024_supplier_fk (supplier_id) of partition supplier_returns_2024", "of column serial_no: not created, MySQL has no sequences"} {
+			if !strings.Contains(all, w) {
+				t.Errorf("the %s's notes do not say %q:\n%s", what, w, all)
+			}
+		}
+	}
 }
 
 // A target the user created, with identity keys, foreign keys (one
