@@ -40,6 +40,10 @@ type TableDef struct {
 	// Types are the user-defined types the columns use (PostgreSQL enums,
 	// domains, composite and range types), each before those that use it.
 	Types []UserType
+	// Charset and Collation are a MySQL table's defaults (DEFAULT
+	// CHARSET, COLLATE), StorageEngine its ENGINE ("InnoDB"); "" for a
+	// PostgreSQL table.
+	Charset, Collation, StorageEngine string
 }
 
 // Identity kinds of ColumnDef.Identity.
@@ -76,6 +80,9 @@ type ColumnDef struct {
 	// OnUpdate is a MySQL column's ON UPDATE expression as the server
 	// spells it ("current_timestamp()"), "" for none; rendered same-engine.
 	OnUpdate string
+	// Charset and Collation are a MySQL text column's own ("" for other
+	// columns and in PostgreSQL); rendered same-engine.
+	Charset, Collation string
 }
 
 // Index is an index or a unique or primary key constraint.

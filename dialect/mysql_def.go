@@ -40,9 +40,12 @@ func (m MySQL) ReadTable(ctx context.Context, db Querier, table []string) (*Tabl
 	var inDB bool
 	var schema, name, options string
 	def := &TableDef{Engine: plans.MySQL}
-	err := db.QueryRowContext(ctx, `SELECT table_schema = DATABASE(), table_schema, table_name, COALESCE(table_comment, ''), COALESCE(create_options, '')
-FROM information_schema.tables WHERE `+cond+` AND table_type IN ('BASE TABLE', 'SYSTEM VERSIONED')`, args...).
-		Scan(&inDB, &schema, &name, &def.Comment, &options)
+	cond = strings.ReplaceAll(cond, "table_", "t.table_")
+	err := db.QueryRowContext(ctx, `SELECT t.table_schema = DATABASE(), t.table_schema, t.table_name, COALESCE(t.table_comment, ''), COALESCE(t.create_options, ''),
+  COALESCE(t.engine, ''), COALESCE(t.table_collation, ''), COALESCE(l.character_set_name, '')
+FROM information_schema.tables t LEFT JOIN information_schema.collations l ON l.collation_name = t.table_collation
+WHERE `+cond+` AND t.table_type IN ('BASE TABLE', 'SYSTEM VERSIONED')`, args...).
+		Scan(&inDB, &schema, &name, &def.Comment, &options, &def.StorageEngine, &def.Collation, &def.Charset)
 	if err == sql.ErrNoRows {
 		return nil, ErrNoTable
 	}
@@ -76,7 +79,8 @@ FROM information_schema.tables WHERE `+cond+` AND table_type IN ('BASE TABLE', '
 // readColumns reads the columns by Columns' query, with what a CREATE
 // TABLE says of each besides its type.
 func (m MySQL) readColumns(ctx context.Context, db Querier, table []string) ([]ColumnDef, error) {
-	q, args := m.columnsQuery(table, ", c.column_default, COALESCE(c.extra, ''), COALESCE(c.generation_expression, ''), COALESCE(c.column_comment, '')")
+	q, args := m.columnsQuery(table, ", c.column_default, COALESCE(c.extra, ''), COALESCE(c.generation_expression, ''), COALESCE(c.column_comment, ''), "+
+		"COALESCE(c.character_set_name, ''), COALESCE(c.collation_name, '')")
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -87,7 +91,7 @@ func (m MySQL) readColumns(ctx context.Context, db Querier, table []string) ([]C
 		var c ColumnDef
 		var def sql.NullString
 		var extra, gen string
-		if err := rows.Scan(&c.Name, &c.Type, &c.Base, &c.NotNull, &def, &extra, &gen, &c.Comment); err != nil {
+		if err := rows.Scan(&c.Name, &c.Type, &c.Base, &c.NotNull, &def, &extra, &gen, &c.Comment, &c.Charset, &c.Collation); err != nil {
 			return nil, err
 		}
 		if c.Base == "enum" || c.Base == "set" {
