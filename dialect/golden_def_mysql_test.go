@@ -183,7 +183,8 @@ func mysqlGoldenFromPostgres() *TableDef {
 
 // mysqlGoldenCollated is a MySQL table with its own default collation, a
 // case-insensitive one, text columns of other collations and character
-// sets, MariaDB's JSON (utf8mb4_bin), an Aria engine.
+// sets, MariaDB's JSON (utf8mb4_bin), an Aria engine, and an
+// AUTO_INCREMENT counter (989) above its rows.
 func mysqlGoldenCollated() *TableDef {
 	col := func(name, typ, base, charset, collation string) ColumnDef {
 		return ColumnDef{Column: Column{Name: name, Type: typ, Base: base}, Charset: charset, Collation: collation}
@@ -196,7 +197,7 @@ func mysqlGoldenCollated() *TableDef {
 		col("grade", "enum('a','A')", "enum", "utf8mb4", "utf8mb4_bin"),
 		col("doc", "longtext", "json", "utf8mb4", "utf8mb4_bin"),
 	}
-	cols[0].NotNull, cols[0].Identity = true, AutoIncrement
+	cols[0].NotNull, cols[0].Identity, cols[0].Next = true, AutoIncrement, 989
 	cols[4].Values = []string{"a", "A"}
 	return &TableDef{
 		Engine: plans.MySQL, Name: []string{"Bands"}, Columns: cols,
@@ -208,8 +209,11 @@ func mysqlGoldenCollated() *TableDef {
 
 func init() {
 	goldenCases = append(goldenCases,
-		goldenCase{"Create", "my: collations, Aria", func(d Dialect, _ fixture) string {
+		goldenCase{"Create", "my: collations, Aria, AUTO_INCREMENT 989", func(d Dialect, _ fixture) string {
 			return mysqlGoldenCreated(d.Create(mysqlGoldenCollated(), gFence))
+		}},
+		goldenCase{"SequenceSteps", "my: the source's AUTO_INCREMENT 989", func(d Dialect, _ fixture) string {
+			return mysqlGoldenSteps(d.SequenceSteps(mysqlGoldenCollated()))
 		}},
 		goldenCase{"Create", "my: MySQL def", func(d Dialect, _ fixture) string { return mysqlGoldenCreated(d.Create(mysqlGoldenDef(), gFence)) }},
 		goldenCase{"Create", "my: AUTO_INCREMENT second in the key, partitioned", func(d Dialect, _ fixture) string {

@@ -39,13 +39,14 @@ func (m MySQL) ReadTable(ctx context.Context, db Querier, table []string) (*Tabl
 	cond, args := m.where(table)
 	var inDB bool
 	var schema, name, options string
+	var next int64
 	def := &TableDef{Engine: plans.MySQL}
 	cond = strings.ReplaceAll(cond, "table_", "t.table_")
 	err := db.QueryRowContext(ctx, `SELECT t.table_schema = DATABASE(), t.table_schema, t.table_name, COALESCE(t.table_comment, ''), COALESCE(t.create_options, ''),
-  COALESCE(t.engine, ''), COALESCE(t.table_collation, ''), COALESCE(l.character_set_name, '')
+  COALESCE(t.engine, ''), COALESCE(t.table_collation, ''), COALESCE(l.character_set_name, ''), COALESCE(t.auto_increment, 0)
 FROM information_schema.tables t LEFT JOIN information_schema.collations l ON l.collation_name = t.table_collation
 WHERE `+cond+` AND t.table_type IN ('BASE TABLE', 'SYSTEM VERSIONED')`, args...).
-		Scan(&inDB, &schema, &name, &def.Comment, &options, &def.StorageEngine, &def.Collation, &def.Charset)
+		Scan(&inDB, &schema, &name, &def.Comment, &options, &def.StorageEngine, &def.Collation, &def.Charset, &next)
 	if err == sql.ErrNoRows {
 		return nil, ErrNoTable
 	}
@@ -58,6 +59,11 @@ WHERE `+cond+` AND t.table_type IN ('BASE TABLE', 'SYSTEM VERSIONED')`, args...)
 	}
 	if def.Columns, err = m.readColumns(ctx, db, def.Name); err != nil {
 		return nil, err
+	}
+	for i := range def.Columns {
+		if def.Columns[i].Identity == AutoIncrement {
+			def.Columns[i].Next = next // MySQL 8 caches it (information_schema_stats_expiry): a floor
+		}
 	}
 	if err := m.readIndexes(ctx, db, def); err != nil {
 		return nil, err

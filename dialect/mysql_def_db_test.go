@@ -629,6 +629,45 @@ FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name =
 	}
 }
 
+// TestMySQL_SourceCounter: an emptied table's counter (989) is read with
+// its definition, and the sequence step on the target's own definition,
+// given it as the runner gives it, sets the target's counter to it even
+// above the copied keys, and never lowers it.
+func TestMySQL_SourceCounter(t *testing.T) {
+	src, d, _ := openMySQLDB(t)
+	dst, _, _ := openMySQLDB(t)
+	ctx := t.Context()
+	execAll(t, src, "CREATE TABLE tickets (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, note varchar(64))",
+		"INSERT INTO tickets VALUES (988, 'the last')", "DELETE FROM tickets")
+	def, err := d.ReadTable(ctx, src, []string{"tickets"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.Columns[0].Next != 989 {
+		t.Errorf("read: next %d, want 989", def.Columns[0].Next)
+	}
+	execAll(t, dst, d.Create(mapDef(t, def, plans.MySQL, plans.MySQL), "_fence").Table, "INSERT INTO tickets (id, note) VALUES (1, 'copied')")
+	reset := func() {
+		own, err := d.ReadTable(ctx, dst, []string{"tickets"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		own.Columns[0].Next = max(own.Columns[0].Next, def.Columns[0].Next)
+		for _, s := range d.SequenceSteps(own) {
+			runStep(t, dst, s)
+		}
+	}
+	reset()
+	if got := autoIncrement(t, dst, "tickets"); got != 989 {
+		t.Errorf("target counter %d, want the source's 989", got)
+	}
+	execAll(t, dst, "ALTER TABLE tickets AUTO_INCREMENT = 2000")
+	reset()
+	if got := autoIncrement(t, dst, "tickets"); got != 2000 {
+		t.Errorf("target counter %d after the step, want 2000 kept", got)
+	}
+}
+
 // queryTexts returns the first column of every row of q.
 func queryTexts(t *testing.T, db *sql.DB, q string) []string {
 	t.Helper()

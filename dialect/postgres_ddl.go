@@ -3,6 +3,7 @@ package dialect
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/migrate-dev/migrate/plans"
@@ -276,8 +277,9 @@ func (p Postgres) DropForeignKey(table []string, name string) string {
 
 // SequenceSteps implements Definitions: for each identity or serial
 // column, a DO block raising its sequence so the next value is above the
-// column's highest (and at least the sequence's minimum); never lowering
-// it, nothing on an empty table.
+// column's highest, at least the column's Next (the source's counter,
+// which an emptied MySQL table keeps) and at least the sequence's minimum;
+// never lowering it, nothing on an empty table without a Next.
 func (p Postgres) SequenceSteps(def *TableDef) []Step {
 	var out []Step
 	tbl := p.Quote(def.Name...)
@@ -287,9 +289,13 @@ func (p Postgres) SequenceSteps(def *TableDef) []Step {
 		default:
 			continue
 		}
+		highest := `max(` + p.Quote(c.Name) + `)`
+		if c.Next > 1 {
+			highest = `GREATEST(` + highest + `, ` + strconv.FormatInt(c.Next-1, 10) + `)` // as if the source's last value were there
+		}
 		body := `DECLARE s regclass := pg_get_serial_sequence(` + quoteLiteral(tbl) + `, ` + quoteLiteral(c.Name) + `)::regclass; ` +
 			`m numeric; l numeric; called boolean; inc bigint; mn bigint; ` +
-			`BEGIN SELECT max(` + p.Quote(c.Name) + `) INTO m FROM ` + tbl + `; ` +
+			`BEGIN SELECT ` + highest + ` INTO m FROM ` + tbl + `; ` +
 			`IF s IS NULL OR m IS NULL THEN RETURN; END IF; ` +
 			`EXECUTE 'SELECT last_value, is_called FROM ' || s::text INTO l, called; ` +
 			`SELECT seqincrement, seqmin INTO inc, mn FROM pg_catalog.pg_sequence WHERE seqrelid = s; ` +

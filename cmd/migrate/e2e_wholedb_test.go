@@ -32,7 +32,7 @@ func fixtureTables(eng *engine) []string {
 		tables = append(tables, "shipments")
 	}
 	if eng == mysqlEngine {
-		tables = append(tables, "bands", "genres")
+		tables = append(tables, "bands", "genres", "tickets")
 	}
 	return tables
 }
