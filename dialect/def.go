@@ -45,6 +45,10 @@ type TableDef struct {
 	// column of the table owns (PostgreSQL: a nextval default of a
 	// sequence created by hand, or another table's), in name order.
 	Sequences []Sequence
+	// Charset and Collation are a MySQL table's defaults (DEFAULT
+	// CHARSET, COLLATE), StorageEngine its ENGINE ("InnoDB"); "" for a
+	// PostgreSQL table.
+	Charset, Collation, StorageEngine string
 }
 
 // Identity kinds of ColumnDef.Identity.
@@ -85,6 +89,14 @@ type ColumnDef struct {
 	// sequence it does not own (TableDef.Sequences), that sequence:
 	// [schema, name]. The default stays in Default.
 	Sequence []string
+	// Charset and Collation are a MySQL text column's own ("" for other
+	// columns and in PostgreSQL); rendered same-engine.
+	Charset, Collation string
+	// Next is the value an identity column's counter hands out next, as
+	// its table reports it (MySQL: the table's AUTO_INCREMENT, which rows
+	// deleted do not lower), 0 when unknown: SequenceSteps set the
+	// target's counter to at least that.
+	Next int64
 }
 
 // Index is an index or a unique or primary key constraint.
@@ -260,7 +272,9 @@ type Definitions interface {
 	DropForeignKey(table []string, name string) string
 	// SequenceSteps set every identity, serial or AUTO_INCREMENT counter
 	// of a target table (def is the target's own definition) above the
-	// highest value its column holds, so the application's next insert
-	// without a key gets a new one.
+	// highest value its column holds, and to at least its column's Next
+	// (the source's counter, set by the caller), so the application's
+	// next insert without a key gets a new one, as it would have in the
+	// source. A counter is never lowered.
 	SequenceSteps(def *TableDef) []Step
 }

@@ -181,8 +181,40 @@ func mysqlGoldenFromPostgres() *TableDef {
 	}
 }
 
+// mysqlGoldenCollated is a MySQL table with its own default collation, a
+// case-insensitive one, text columns of other collations and character
+// sets, MariaDB's JSON (utf8mb4_bin), an Aria engine, and an
+// AUTO_INCREMENT counter (989) above its rows.
+func mysqlGoldenCollated() *TableDef {
+	col := func(name, typ, base, charset, collation string) ColumnDef {
+		return ColumnDef{Column: Column{Name: name, Type: typ, Base: base}, Charset: charset, Collation: collation}
+	}
+	cols := []ColumnDef{
+		col("id", "int", "int", "", ""),
+		col("name", "varchar(64)", "varchar", "utf8mb4", "utf8mb4_general_ci"),
+		col("code", "varchar(16)", "varchar", "utf8mb4", "utf8mb4_unicode_ci"),
+		col("legacy", "char(8)", "char", "latin1", "latin1_swedish_ci"),
+		col("grade", "enum('a','A')", "enum", "utf8mb4", "utf8mb4_bin"),
+		col("doc", "longtext", "json", "utf8mb4", "utf8mb4_bin"),
+	}
+	cols[0].NotNull, cols[0].Identity, cols[0].Next = true, AutoIncrement, 989
+	cols[4].Values = []string{"a", "A"}
+	return &TableDef{
+		Engine: plans.MySQL, Name: []string{"Bands"}, Columns: cols,
+		PrimaryKey: &Index{Name: "PRIMARY", Unique: true, Method: "btree", Parts: []IndexPart{{Column: "id"}}},
+		Indexes:    []Index{{Name: "uq_code", Unique: true, Method: "btree", Parts: []IndexPart{{Column: "code"}}}},
+		Charset:    "utf8mb4", Collation: "utf8mb4_general_ci", StorageEngine: "Aria",
+	}
+}
+
 func init() {
 	goldenCases = append(goldenCases,
+		goldenCase{"Create", "my: collations, Aria, AUTO_INCREMENT 989", func(d Dialect, _ fixture) string {
+			return mysqlGoldenCreated(d.Create(mysqlGoldenCollated(), gFence))
+		}},
+		goldenCase{"SequenceSteps", "my: the source's AUTO_INCREMENT 989", func(d Dialect, _ fixture) string {
+			return mysqlGoldenSteps(d.SequenceSteps(mysqlGoldenCollated()))
+		}},
 		goldenCase{"Create", "my: MySQL def", func(d Dialect, _ fixture) string { return mysqlGoldenCreated(d.Create(mysqlGoldenDef(), gFence)) }},
 		goldenCase{"Create", "my: AUTO_INCREMENT second in the key, partitioned", func(d Dialect, _ fixture) string {
 			return mysqlGoldenCreated(d.Create(mysqlGoldenEvents(), gOwnFence))

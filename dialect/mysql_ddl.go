@@ -32,6 +32,9 @@ func (m MySQL) Create(def *TableDef, fence string) Created {
 			cr.Notes = append(cr.Notes, fmt.Sprintf("identity of column %s: not created, MySQL has one AUTO_INCREMENT column per table (%s)", c.Name, auto))
 			c.Identity = ""
 		}
+		if cross || c.Collation == def.Collation || c.Base == "json" {
+			c.Charset, c.Collation = "", "" // the table's (MariaDB's json: its own utf8mb4_bin)
+		}
 		d, ok := m.columnDef(c, cross, &cr)
 		if !ok {
 			cr.Skipped = append(cr.Skipped, c.Name)
@@ -81,7 +84,7 @@ func (m MySQL) Create(def *TableDef, fence string) Created {
 		}
 		defs = append(defs, "CONSTRAINT "+m.Quote(name)+" CHECK "+parenthesized(expr))
 	}
-	tail := " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=" + m.collation()
+	tail := m.tableOptions(def, cross, &cr)
 	if def.Comment != "" {
 		tail += " COMMENT=" + typemap.MySQLString(def.Comment)
 	}
@@ -148,6 +151,37 @@ func partitionNotes(def *TableDef, cr *Created) {
 	}
 }
 
+// tableOptions are the CREATE TABLE's options but the comment. A MySQL
+// def keeps its default character set and collation, which its text
+// columns compare and sort by (a case-insensitive collation finds 'AC/DC'
+// for 'ac/dc', and a unique index refuses 'p1' after 'P1'): the
+// application sees the same database. A PostgreSQL def's text compares by
+// its bytes (its key's values do, and keys that PostgreSQL holds apart
+// must stay apart): utf8mb4 with the binary NO PAD collation. The engine
+// is InnoDB: the fenced batches need its transactions.
+func (m MySQL) tableOptions(def *TableDef, cross bool, cr *Created) string {
+	if e := def.StorageEngine; !cross && e != "" && !strings.EqualFold(e, "InnoDB") {
+		cr.Notes = append(cr.Notes, fmt.Sprintf("storage engine %s: created InnoDB, which migrate's transactions need", e))
+	}
+	if cross || def.Collation == "" {
+		return " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=" + m.collation()
+	}
+	return " ENGINE=InnoDB" + m.charsetClause(" DEFAULT CHARSET=", " COLLATE=", def.Charset, def.Collation)
+}
+
+// charsetClause names a character set and a collation, each after its
+// keyword, "" for the one not given.
+func (m MySQL) charsetClause(charsetKw, collateKw, charset, collation string) string {
+	out := ""
+	if charset != "" {
+		out = charsetKw + m.Quote(charset)
+	}
+	if collation != "" {
+		out += collateKw + m.Quote(collation)
+	}
+	return out
+}
+
 // columnDef is a column's definition; false: it is not created (a
 // generated column whose expression has no translation).
 func (m MySQL) columnDef(c ColumnDef, cross bool, cr *Created) (string, bool) {
@@ -155,6 +189,7 @@ func (m MySQL) columnDef(c ColumnDef, cross bool, cr *Created) (string, bool) {
 	if c.Base == "json" {
 		typ = "json" // MariaDB shows JSON as longtext
 	}
+	typ += m.charsetClause(" CHARACTER SET ", " COLLATE ", c.Charset, c.Collation)
 	d := m.Quote(c.Name) + " " + typ
 	if c.Generated != "" {
 		expr, stored := c.Generated, c.Stored

@@ -135,11 +135,12 @@ func (m MySQL) DropForeignKey(table []string, name string) string {
 }
 
 // SequenceSteps implements Definitions: the AUTO_INCREMENT counter set
-// above the column's highest value, never lowered (ALTER TABLE …
-// AUTO_INCREMENT = n sets it to n even below the current counter, if
-// above the highest value). The counter is information_schema.tables',
-// which MySQL 8 caches (information_schema_stats_expiry); MariaDB's is
-// the live one.
+// above the column's highest value and to at least the column's Next (the
+// source's counter: an emptied table's 989 stays 989), never lowered
+// (ALTER TABLE … AUTO_INCREMENT = n sets it to n even below the current
+// counter, if above the highest value). The counter is
+// information_schema.tables', which MySQL 8 caches
+// (information_schema_stats_expiry); MariaDB's is the live one.
 func (m MySQL) SequenceSteps(def *TableDef) []Step {
 	var out []Step
 	for _, c := range def.Columns {
@@ -147,13 +148,17 @@ func (m MySQL) SequenceSteps(def *TableDef) []Step {
 			continue
 		}
 		cond, args := m.where(def.Name)
+		floor := ""
+		if c.Next > 1 {
+			floor, args = ", ?", append(args, c.Next)
+		}
 		out = append(out, Step{
 			Kind:  StepSequence,
 			Table: def.Name,
 			Name:  c.Name,
 			SQL:   "ALTER TABLE " + m.Quote(def.Name...) + " AUTO_INCREMENT = {{n}}",
 			Value: "SELECT GREATEST(COALESCE(MAX(" + m.Quote(c.Name) + "), 0) + 1, COALESCE((SELECT MAX(auto_increment) FROM information_schema.tables WHERE " +
-				cond + "), 1)) FROM " + m.Quote(def.Name...),
+				cond + "), 1)" + floor + ") FROM " + m.Quote(def.Name...),
 			ValueArgs: args,
 		})
 	}

@@ -39,10 +39,14 @@ func (m MySQL) ReadTable(ctx context.Context, db Querier, table []string) (*Tabl
 	cond, args := m.where(table)
 	var inDB bool
 	var schema, name, options string
+	var next int64
 	def := &TableDef{Engine: plans.MySQL}
-	err := db.QueryRowContext(ctx, `SELECT table_schema = DATABASE(), table_schema, table_name, COALESCE(table_comment, ''), COALESCE(create_options, '')
-FROM information_schema.tables WHERE `+cond+` AND table_type IN ('BASE TABLE', 'SYSTEM VERSIONED')`, args...).
-		Scan(&inDB, &schema, &name, &def.Comment, &options)
+	cond = strings.ReplaceAll(cond, "table_", "t.table_")
+	err := db.QueryRowContext(ctx, `SELECT t.table_schema = DATABASE(), t.table_schema, t.table_name, COALESCE(t.table_comment, ''), COALESCE(t.create_options, ''),
+  COALESCE(t.engine, ''), COALESCE(t.table_collation, ''), COALESCE(l.character_set_name, ''), COALESCE(t.auto_increment, 0)
+FROM information_schema.tables t LEFT JOIN information_schema.collations l ON l.collation_name = t.table_collation
+WHERE `+cond+` AND t.table_type IN ('BASE TABLE', 'SYSTEM VERSIONED')`, args...).
+		Scan(&inDB, &schema, &name, &def.Comment, &options, &def.StorageEngine, &def.Collation, &def.Charset, &next)
 	if err == sql.ErrNoRows {
 		return nil, ErrNoTable
 	}
@@ -55,6 +59,11 @@ FROM information_schema.tables WHERE `+cond+` AND table_type IN ('BASE TABLE', '
 	}
 	if def.Columns, err = m.readColumns(ctx, db, def.Name); err != nil {
 		return nil, err
+	}
+	for i := range def.Columns {
+		if def.Columns[i].Identity == AutoIncrement {
+			def.Columns[i].Next = next // MySQL 8 caches it (information_schema_stats_expiry): a floor
+		}
 	}
 	if err := m.readIndexes(ctx, db, def); err != nil {
 		return nil, err
@@ -76,7 +85,8 @@ FROM information_schema.tables WHERE `+cond+` AND table_type IN ('BASE TABLE', '
 // readColumns reads the columns by Columns' query, with what a CREATE
 // TABLE says of each besides its type.
 func (m MySQL) readColumns(ctx context.Context, db Querier, table []string) ([]ColumnDef, error) {
-	q, args := m.columnsQuery(table, ", c.column_default, COALESCE(c.extra, ''), COALESCE(c.generation_expression, ''), COALESCE(c.column_comment, '')")
+	q, args := m.columnsQuery(table, ", c.column_default, COALESCE(c.extra, ''), COALESCE(c.generation_expression, ''), COALESCE(c.column_comment, ''), "+
+		"COALESCE(c.character_set_name, ''), COALESCE(c.collation_name, '')")
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, err
@@ -87,7 +97,7 @@ func (m MySQL) readColumns(ctx context.Context, db Querier, table []string) ([]C
 		var c ColumnDef
 		var def sql.NullString
 		var extra, gen string
-		if err := rows.Scan(&c.Name, &c.Type, &c.Base, &c.NotNull, &def, &extra, &gen, &c.Comment); err != nil {
+		if err := rows.Scan(&c.Name, &c.Type, &c.Base, &c.NotNull, &def, &extra, &gen, &c.Comment, &c.Charset, &c.Collation); err != nil {
 			return nil, err
 		}
 		if c.Base == "enum" || c.Base == "set" {

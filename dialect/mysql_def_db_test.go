@@ -585,3 +585,107 @@ func TestMySQL_PartitionedRoundTrip(t *testing.T) {
 		t.Errorf("ReadTable of %s.p from another database: %v, %v", srcName, other, err)
 	}
 }
+
+// TestMySQL_Collations: a MySQL table created from a MySQL definition
+// keeps its default character set and collation and each text column's
+// own (a case-insensitive column still finds 'AC/DC' for 'ac/dc'), and is
+// InnoDB (a MyISAM source is noted).
+func TestMySQL_Collations(t *testing.T) {
+	src, d, _ := openMySQLDB(t)
+	dst, _, _ := openMySQLDB(t)
+	ctx := t.Context()
+	execAll(t, src,
+		"CREATE TABLE bands (id int NOT NULL AUTO_INCREMENT PRIMARY KEY,"+
+			" name varchar(64) NOT NULL,"+
+			" code varchar(16) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,"+
+			" legacy char(8) CHARACTER SET latin1 COLLATE latin1_swedish_ci,"+
+			" doc json) ENGINE=MyISAM DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci")
+	def, err := d.ReadTable(ctx, src, []string{"bands"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.Charset != "utf8mb4" || def.Collation != "utf8mb4_general_ci" || def.StorageEngine != "MyISAM" {
+		t.Errorf("read: charset %q, collation %q, engine %q; want utf8mb4, utf8mb4_general_ci, MyISAM", def.Charset, def.Collation, def.StorageEngine)
+	}
+	cr := d.Create(mapDef(t, def, plans.MySQL, plans.MySQL), "_fence")
+	if len(cr.Notes) != 1 || !strings.Contains(cr.Notes[0], "MyISAM") {
+		t.Errorf("notes %q, want the MyISAM engine's", cr.Notes)
+	}
+	execAll(t, dst, cr.Table)
+	q := `SELECT CONCAT(column_name, ' ', COALESCE(character_set_name, '-'), ' ', COALESCE(collation_name, '-'))
+FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = 'bands' AND column_name <> '_fence' ORDER BY ordinal_position`
+	tq := "SELECT CONCAT(engine, ' ', table_collation) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'bands'"
+	srcCols, dstCols := strings.Join(queryTexts(t, src, q), "; "), strings.Join(queryTexts(t, dst, q), "; ")
+	if dstCols != srcCols {
+		t.Errorf("target columns: %s\nwant the source's: %s", dstCols, srcCols)
+	}
+	if got := strings.Join(queryTexts(t, dst, tq), ""); got != "InnoDB utf8mb4_general_ci" {
+		t.Errorf("target table: %s, want InnoDB utf8mb4_general_ci", got)
+	}
+	execAll(t, dst, "INSERT INTO bands (id, name, code) VALUES (1, 'AC/DC', 'P1')")
+	var n int
+	if err := dst.QueryRowContext(ctx, "SELECT COUNT(*) FROM bands WHERE name = 'ac/dc' AND code <> 'p1'").Scan(&n); err != nil || n != 1 {
+		t.Errorf("case-insensitive name, case-sensitive code: %d rows (%v), want 1", n, err)
+	}
+}
+
+// TestMySQL_SourceCounter: an emptied table's counter (989) is read with
+// its definition, and the sequence step on the target's own definition,
+// given it as the runner gives it, sets the target's counter to it even
+// above the copied keys, and never lowers it.
+func TestMySQL_SourceCounter(t *testing.T) {
+	src, d, _ := openMySQLDB(t)
+	dst, _, _ := openMySQLDB(t)
+	ctx := t.Context()
+	execAll(t, src, "CREATE TABLE tickets (id int NOT NULL AUTO_INCREMENT PRIMARY KEY, note varchar(64))",
+		"INSERT INTO tickets VALUES (988, 'the last')", "DELETE FROM tickets")
+	def, err := d.ReadTable(ctx, src, []string{"tickets"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def.Columns[0].Next != 989 {
+		t.Errorf("read: next %d, want 989", def.Columns[0].Next)
+	}
+	execAll(t, dst, d.Create(mapDef(t, def, plans.MySQL, plans.MySQL), "_fence").Table, "INSERT INTO tickets (id, note) VALUES (1, 'copied')")
+	reset := func() {
+		own, err := d.ReadTable(ctx, dst, []string{"tickets"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		own.Columns[0].Next = max(own.Columns[0].Next, def.Columns[0].Next)
+		for _, s := range d.SequenceSteps(own) {
+			runStep(t, dst, s)
+		}
+	}
+	reset()
+	if got := autoIncrement(t, dst, "tickets"); got != 989 {
+		t.Errorf("target counter %d, want the source's 989", got)
+	}
+	execAll(t, dst, "ALTER TABLE tickets AUTO_INCREMENT = 2000")
+	reset()
+	if got := autoIncrement(t, dst, "tickets"); got != 2000 {
+		t.Errorf("target counter %d after the step, want 2000 kept", got)
+	}
+}
+
+// queryTexts returns the first column of every row of q.
+func queryTexts(t *testing.T, db *sql.DB, q string) []string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}

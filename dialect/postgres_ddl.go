@@ -3,6 +3,7 @@ package dialect
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/migrate-dev/migrate/plans"
@@ -344,9 +345,10 @@ func (p Postgres) DropForeignKey(table []string, name string) string {
 // SequenceSteps implements Definitions: for each identity or serial
 // column, and each whose default is nextval() of a sequence no column owns
 // (ColumnDef.Sequence), a DO block raising its sequence so the next value
-// is above the column's highest, by whole increments (and at least the
-// sequence's minimum); never lowering it, nothing on an empty table nor
-// for a descending sequence.
+// is above the column's highest and at least the column's Next (the
+// source's counter, which an emptied MySQL table keeps), by whole
+// increments (and at least the sequence's minimum); never lowering it,
+// nothing on an empty table without a Next nor for a descending sequence.
 func (p Postgres) SequenceSteps(def *TableDef) []Step {
 	var out []Step
 	tbl := p.Quote(def.Name...)
@@ -360,9 +362,13 @@ func (p Postgres) SequenceSteps(def *TableDef) []Step {
 			}
 			seq = `to_regclass(` + quoteLiteral(p.Quote(c.Sequence...)) + `)`
 		}
+		highest := `max(` + p.Quote(c.Name) + `)`
+		if c.Next > 1 {
+			highest = `GREATEST(` + highest + `, ` + strconv.FormatInt(c.Next-1, 10) + `)` // as if the source's last value were there
+		}
 		body := `DECLARE s regclass := ` + seq + `; ` +
 			`m numeric; v numeric; l numeric; called boolean; inc bigint; mn bigint; ` +
-			`BEGIN SELECT max(` + p.Quote(c.Name) + `) INTO m FROM ` + tbl + `; ` +
+			`BEGIN SELECT ` + highest + ` INTO m FROM ` + tbl + `; ` +
 			`IF s IS NULL OR m IS NULL THEN RETURN; END IF; ` +
 			`EXECUTE 'SELECT last_value, is_called FROM ' || s::text INTO l, called; ` +
 			`SELECT seqincrement, seqmin INTO inc, mn FROM pg_catalog.pg_sequence WHERE seqrelid = s; ` +

@@ -102,6 +102,7 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 		} else {
 			dt.Schema = append(dt.Schema, schemaDiff(p.Src, p.Dst, r.plan.FenceColumn, len(p.DDL) > 0, r.srcD.Engine() == r.dstD.Engine())...)
 		}
+		sourceCounters(p.Def, in.defs[i])
 		for _, st := range r.dstD.SequenceSteps(p.Def) {
 			sequences = append(sequences, st.SQL)
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -349,6 +350,13 @@ func (r *Runner) runPostLoad(ctx context.Context, lease *lock.Lease, log *slog.L
 		if err != nil {
 			return fmt.Errorf("target table %s: %w", t.Target, err)
 		}
+		if r.src != nil {
+			src, err := r.srcD.ReadTable(lctx, r.src, t.SourceIdent())
+			if err != nil {
+				return fmt.Errorf("source table %s: %w", t.Name, err)
+			}
+			sourceCounters(def, src)
+		}
 		for _, st := range r.dstD.SequenceSteps(def) {
 			if err := r.runStep(lctx, scan, st); err != nil {
 				return r.haltPostLoad(lease, log, t.Target, st, err)
@@ -382,6 +390,19 @@ func (r *Runner) runPostLoad(ctx context.Context, lease *lock.Lease, log *slog.L
 		log.Info("post-load step done", "table", st.table, "kind", st.Kind, "name", st.Name, "elapsed", time.Since(began))
 	}
 	return r.finishPhase(lease, log)
+}
+
+// sourceCounters raises the Next of def's identity columns (the target
+// table's) to that of the source's column of the same name: the counter
+// the application's next insert would have used in the source, which a
+// table whose last rows were deleted keeps above its highest key.
+func sourceCounters(def, src *dialect.TableDef) {
+	for i, c := range def.Columns {
+		j := slices.IndexFunc(src.Columns, func(s dialect.ColumnDef) bool { return s.Name == c.Name && s.Identity != "" })
+		if c.Identity != "" && j >= 0 {
+			def.Columns[i].Next = max(c.Next, src.Columns[j].Next)
+		}
+	}
 }
 
 // runStep runs one step unless its object exists: a step that fails is

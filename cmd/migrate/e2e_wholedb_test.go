@@ -24,12 +24,16 @@ import (
 
 // fixtureTables are the fixture's tables a plan copies (page_views, with
 // neither a primary key nor a unique index, is excluded); the PostgreSQL
-// fixture has a partitioned table too.
+// fixture has a partitioned table too, the MySQL one the tables of its
+// section "collations and auto-increment".
 func fixtureTables(eng *engine) []string {
 	tables := []string{"addresses", "audit_log", "CamelCaseNotes", "categories", "customers", "inventory", "order_items", "orders", "payments", "product_tags", "products", "tags", "warehouses",
 		"suppliers", "gift_cards", "supplier_returns"} // the section "unowned sequences and per-partition keys"
 	if eng == pgEngine {
 		tables = append(tables, "shipments")
+	}
+	if eng == mysqlEngine {
+		tables = append(tables, "bands", "genres", "tickets")
 	}
 	return tables
 }
