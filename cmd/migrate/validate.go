@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/schema"
 )
 
 // validateCmd is `migrate validate`: parse and check a plan; connect to
@@ -19,7 +21,7 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var pf planFlags
 	pf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate validate -p PLAN\n\nChecks the plan file (errors name file:line:column). It connects to nothing,\nunless the plan discovers its tables (no tables list, or include/exclude) or\nleaves a key out: then it reads the source's catalog and prints the tables found.\nExample: migrate validate -p orders.yaml")
+		fmt.Fprintln(fs.Output(), "usage: migrate validate -p PLAN\n\nChecks the plan file (errors name file:line:column). It connects to nothing,\nunless the plan discovers its tables (no tables list, or include/exclude) or\nleaves a key out: then it reads the source's catalog and prints the tables found\nand, between two databases of one engine, the views, routines and triggers the\npost-load phase creates.\nExample: migrate validate -p orders.yaml")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -29,6 +31,7 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
+	var objs *schema.Objects
 	if p.Unresolved() {
 		db, d, err := openDB(ctx, p.Source, dialect.Session{})
 		if err != nil {
@@ -36,6 +39,9 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		defer db.Close()
 		if err := resolve(ctx, p, db, d); err != nil {
+			return err
+		}
+		if objs, err = sameEngineObjects(ctx, p, db, d); err != nil {
 			return err
 		}
 	}
@@ -48,8 +54,33 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		fmt.Fprintf(stdout, "  %s -> %s key %v shards %s\n", t.Name, t.Target, t.Key, shards)
 	}
+	if objs != nil {
+		for _, st := range objs.Steps {
+			fmt.Fprintf(stdout, "  post-load creates %s %s\n", st.Kind, st.Name)
+		}
+		for _, o := range objs.Reported {
+			fmt.Fprintf(stdout, "  post-load does not create %s %s: %s\n", o.Kind, o.Name, o.Note)
+		}
+	}
 	for _, w := range p.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
 	return nil
+}
+
+// sameEngineObjects reads the views, materialized views, routines and
+// triggers the post-load phase of a plan between two databases of one
+// engine creates (nil across engines), from its source db; the plan's
+// tables are resolved.
+func sameEngineObjects(ctx context.Context, p *plans.Plan, db *sql.DB, d dialect.Dialect) (*schema.Objects, error) {
+	if p.Source.Engine() != p.Target.Engine() {
+		return nil, nil
+	}
+	var names [][]string
+	for _, t := range p.Tables {
+		if schema.SameName(t.SourceIdent(), t.TargetIdent()) {
+			names = append(names, t.SourceIdent())
+		}
+	}
+	return schema.ReadObjects(ctx, db, d, names)
 }
