@@ -190,15 +190,20 @@ type Object struct {
 	Kind string // view, materialized view, trigger, function, procedure, event, sequence, grant
 	Name string // schema-qualified where the engine has schemas
 	Note string // what it belongs to or why it is not copied ("on table orders", "SELECT on orders to app")
+	// Key identifies the object in the source, the same in NotMigrated
+	// and SchemaObjects ("pg_class:16402", "view:customer_totals"); ""
+	// for kinds a same-engine copy never creates (grants, events, ...).
+	Key string `json:"-"`
 }
 
 // Step is a statement of the post-load phase, run after every table's
-// data is loaded: a secondary index, a foreign key, a sequence reset. Each
+// data is loaded: a secondary index, a foreign key, a sequence reset, a
+// schema object (Objects). Each
 // can run again after a crash: Exists, when set, yields one boolean row
 // (true: the object is there, the step is done); a step without Exists is
 // idempotent itself (a sequence reset, CREATE INDEX IF NOT EXISTS).
 type Step struct {
-	Kind       string   // StepIndex, StepForeignKey, StepSequence
+	Kind       string   // StepIndex, StepForeignKey, StepSequence, or a schema object's (StepView, ...)
 	Table      []string // the target table it belongs to
 	Name       string   // the index's or constraint's name; the column, for a sequence
 	SQL        string
@@ -212,7 +217,8 @@ type Step struct {
 	ValueArgs []any
 }
 
-// Step kinds, in the order the post-load phase runs them.
+// Step kinds, in the order the post-load phase runs them (the schema
+// objects' after these: Objects).
 const (
 	StepSequence   = "sequence"
 	StepIndex      = "index"

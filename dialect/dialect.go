@@ -141,6 +141,7 @@ type Dialect interface {
 	Checkpoint
 	Drill
 	Definitions
+	Objects
 	PostLoad
 	Records
 	Lease

@@ -242,10 +242,10 @@ func TestMySQL_NotMigrated(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []dialect.Object{
-		{Kind: "view", Name: "active_accounts", Note: "reads Accounts"},
-		{Kind: "trigger", Name: "lines_bi", Note: "BEFORE INSERT on table Order Lines"},
-		{Kind: "function", Name: "one", Note: "function of the database"},
-		{Kind: "procedure", Name: "touch_accounts", Note: "procedure of the database"},
+		{Kind: "view", Name: "active_accounts", Note: "reads Accounts", Key: "view:active_accounts"},
+		{Kind: "trigger", Name: "lines_bi", Note: "BEFORE INSERT on table Order Lines", Key: "trigger:lines_bi"},
+		{Kind: "function", Name: "one", Note: "function of the database", Key: "function:one"},
+		{Kind: "procedure", Name: "touch_accounts", Note: "procedure of the database", Key: "procedure:touch_accounts"},
 		{Kind: "event", Name: "purge_events", Note: "scheduled event (enabled)"},
 		{Kind: "grant", Name: "Accounts", Note: "SELECT, UPDATE on Accounts to '" + user + "'@'%'"},
 	}

@@ -24,21 +24,21 @@ WHERE table_schema = DATABASE() ORDER BY table_name`, nil, func(s []string) {
 		if len(reads) > 0 {
 			note = "reads " + strings.Join(reads, ", ")
 		}
-		out = append(out, Object{Kind: "view", Name: s[0], Note: note})
+		out = append(out, Object{Kind: "view", Name: s[0], Note: note, Key: "view:" + s[0]})
 	})
 	if err != nil {
 		return nil, err
 	}
 	err = queryEach(ctx, db, `SELECT trigger_name, event_object_table, action_timing, event_manipulation FROM information_schema.triggers
 WHERE trigger_schema = DATABASE() ORDER BY trigger_name`, nil, func(s []string) {
-		out = append(out, Object{Kind: "trigger", Name: s[0], Note: s[2] + " " + s[3] + " on table " + s[1]})
+		out = append(out, Object{Kind: "trigger", Name: s[0], Note: s[2] + " " + s[3] + " on table " + s[1], Key: "trigger:" + s[0]})
 	})
 	if err != nil {
 		return nil, err
 	}
 	err = queryEach(ctx, db, `SELECT routine_name, LOWER(routine_type) FROM information_schema.routines
 WHERE routine_schema = DATABASE() ORDER BY routine_type, routine_name`, nil, func(s []string) {
-		out = append(out, Object{Kind: s[1], Name: s[0], Note: s[1] + " of the database"})
+		out = append(out, Object{Kind: s[1], Name: s[0], Note: s[1] + " of the database", Key: s[1] + ":" + s[0]})
 	})
 	if err != nil {
 		return nil, err

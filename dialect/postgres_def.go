@@ -67,34 +67,35 @@ func (p Postgres) NotMigrated(ctx context.Context, db Querier, tables [][]string
 		{`SELECT CASE c.relkind WHEN 'v' THEN 'view' ELSE 'materialized view' END, c.oid::regclass::text,
   COALESCE('reads ' || (SELECT string_agg(DISTINCT d.refobjid::regclass::text, ', ')
     FROM pg_catalog.pg_rewrite r JOIN pg_catalog.pg_depend d ON d.classid = 'pg_catalog.pg_rewrite'::regclass AND d.objid = r.oid
-    WHERE r.ev_class = c.oid AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid <> c.oid AND d.refobjid = ANY ($1::oid[])), '')
+    WHERE r.ev_class = c.oid AND d.refclassid = 'pg_catalog.pg_class'::regclass AND d.refobjid <> c.oid AND d.refobjid = ANY ($1::oid[])), ''),
+  'pg_class:' || c.oid
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('v', 'm') AND ` + pgUserSchema + ` AND ` + pgNotExtension("pg_catalog.pg_class", "c.oid") + `
 ORDER BY 2`, []any{arr}},
-		{`SELECT 'trigger', t.tgname, 'on table ' || t.tgrelid::regclass::text
+		{`SELECT 'trigger', t.tgname, 'on table ' || t.tgrelid::regclass::text, 'pg_trigger:' || t.oid
 FROM pg_catalog.pg_trigger t WHERE NOT t.tgisinternal AND t.tgrelid = ANY ($1::oid[])
 ORDER BY t.tgrelid::regclass::text, 2`, []any{arr}},
-		{`SELECT 'rule', r.rulename, 'on table ' || r.ev_class::regclass::text
+		{`SELECT 'rule', r.rulename, 'on table ' || r.ev_class::regclass::text, ''
 FROM pg_catalog.pg_rewrite r WHERE r.rulename <> '_RETURN' AND r.ev_class = ANY ($1::oid[])
 ORDER BY r.ev_class::regclass::text, 2`, []any{arr}},
-		{`SELECT 'policy', pol.polname, 'row level security on table ' || pol.polrelid::regclass::text
+		{`SELECT 'policy', pol.polname, 'row level security on table ' || pol.polrelid::regclass::text, ''
 FROM pg_catalog.pg_policy pol WHERE pol.polrelid = ANY ($1::oid[])
 ORDER BY pol.polrelid::regclass::text, 2`, []any{arr}},
-		{`SELECT 'exclusion constraint', con.conname, 'on table ' || con.conrelid::regclass::text || ': ' || pg_get_constraintdef(con.oid)
+		{`SELECT 'exclusion constraint', con.conname, 'on table ' || con.conrelid::regclass::text || ': ' || pg_get_constraintdef(con.oid), ''
 FROM pg_catalog.pg_constraint con WHERE con.contype = 'x' AND con.conrelid = ANY ($1::oid[])
 ORDER BY con.conrelid::regclass::text, 2`, []any{arr}},
-		{`SELECT 'grant', g.tbl, string_agg(g.privilege_type, ', ' ORDER BY g.privilege_type) || ' on ' || g.tbl || ' to ' || g.grantee
+		{`SELECT 'grant', g.tbl, string_agg(g.privilege_type, ', ' ORDER BY g.privilege_type) || ' on ' || g.tbl || ' to ' || g.grantee, ''
 FROM (SELECT c.oid::regclass::text AS tbl, a.privilege_type,
     CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(pg_get_userbyid(a.grantee)) END AS grantee
   FROM pg_catalog.pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
   WHERE c.oid = ANY ($1::oid[]) AND a.grantee <> c.relowner) g
 GROUP BY g.tbl, g.grantee
 ORDER BY 2, 3`, []any{arr}},
-		{`SELECT CASE p.prokind WHEN 'p' THEN 'procedure' ELSE 'function' END, p.oid::regprocedure::text, ''
+		{`SELECT CASE p.prokind WHEN 'p' THEN 'procedure' ELSE 'function' END, p.oid::regprocedure::text, '', 'pg_proc:' || p.oid
 FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
 WHERE ` + pgUserSchema + ` AND ` + pgNotExtension("pg_catalog.pg_proc", "p.oid") + `
 ORDER BY 2`, nil},
-		{`SELECT 'sequence', c.oid::regclass::text, 'owned by no column'
+		{`SELECT 'sequence', c.oid::regclass::text, 'owned by no column', ''
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind = 'S' AND ` + pgUserSchema + ` AND ` + pgNotExtension("pg_catalog.pg_class", "c.oid") + `
   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid
@@ -111,7 +112,7 @@ ORDER BY 2`, []any{arr}},
 		}
 		for rows.Next() {
 			var o Object
-			if err := rows.Scan(&o.Kind, &o.Name, &o.Note); err != nil {
+			if err := rows.Scan(&o.Kind, &o.Name, &o.Note, &o.Key); err != nil {
 				rows.Close()
 				return nil, err
 			}

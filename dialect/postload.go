@@ -4,15 +4,17 @@ package dialect
 const PostLoadTable = "_migrate_postload"
 
 // PostLoad is the statements of the post-load steps' table: each step a
-// plan's setup recorded (a secondary index, a foreign key), in the order
-// they run, and whether it is done.
+// plan's setup recorded (a secondary index, a foreign key, a schema
+// object of a same-engine copy), in the order they run, and whether it
+// is done.
 type PostLoad interface {
 	// PostLoadInsert records a step: args plan, seq, kind, tbl, name,
 	// stmt, exists_sql, exists_args (JSON).
 	PostLoadInsert() string
 	// PostLoadList yields (seq, kind, tbl, name, stmt, exists_sql,
 	// exists_args, state) of a plan's steps in the order they run (by
-	// kind: indexes before foreign keys, then seq): args plan.
+	// kind: indexes, foreign keys, then schema objects; then seq): args
+	// plan.
 	PostLoadList() string
 	// PostLoadDone marks a step done: args token, plan, seq.
 	PostLoadDone() string
@@ -27,5 +29,7 @@ type PostLoad interface {
 // state pending, running, done or halted.
 const PostLoadPhase = "phase"
 
-// postLoadOrder orders steps by kind, then as recorded.
-const postLoadOrder = ` ORDER BY CASE kind WHEN 'phase' THEN 0 WHEN 'sequence' THEN 1 WHEN 'index' THEN 2 ELSE 3 END, seq`
+// postLoadOrder orders steps by kind, then as recorded: the schema
+// objects (Objects) last, in the order recorded, each after what it
+// depends on.
+const postLoadOrder = ` ORDER BY CASE kind WHEN 'phase' THEN 0 WHEN 'sequence' THEN 1 WHEN 'index' THEN 2 WHEN 'foreign key' THEN 3 ELSE 4 END, seq`

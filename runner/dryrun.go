@@ -19,7 +19,8 @@ type DryRun struct {
 	Tables []DryRunTable `json:"tables"`
 	// PostLoad are the statements the post-load phase would run after
 	// every table's data, in order: sequence resets, then secondary
-	// indexes, then foreign keys.
+	// indexes, then foreign keys, then (between two databases of one
+	// engine) views, materialized views, routines and triggers.
 	PostLoad []string `json:"post_load"`
 	// NotMigrated are the source's objects a run does not copy.
 	NotMigrated []string `json:"not_migrated"`
@@ -69,14 +70,25 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	var sequences, indexes, fks []string
+	var sequences, indexes, fks, objects []string
+	recordedObj := map[string]bool{}
 	for _, s := range recorded {
 		switch {
+		case isObjectStep(s.Kind):
+			recordedObj[s.Kind+"\x00"+s.Name] = true
+			if s.state != "done" {
+				objects = append(objects, s.SQL)
+			}
 		case s.seq == 0 || s.state == "done":
 		case s.Kind == dialect.StepForeignKey:
 			fks = append(fks, s.SQL)
 		default:
 			indexes = append(indexes, s.SQL)
+		}
+	}
+	for _, st := range in.objects.Steps {
+		if !recordedObj[st.Kind+"\x00"+st.Name] {
+			objects = append(objects, st.SQL)
 		}
 	}
 	tg := r.target(in.defs, recorded)
@@ -118,30 +130,9 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 		}
 		out.Tables = append(out.Tables, dt)
 	}
-	out.PostLoad = slices.Concat(out.PostLoad, sequences, indexes, fks)
-	if out.NotMigrated, err = r.notMigrated(ctx, in.defs); err != nil {
+	out.PostLoad = slices.Concat(out.PostLoad, sequences, indexes, fks, objects)
+	if out.NotMigrated, err = r.notMigrated(ctx, in); err != nil {
 		return nil, err
-	}
-	return out, nil
-}
-
-// notMigrated lists the source's objects that a run does not copy.
-func (r *Runner) notMigrated(ctx context.Context, defs []*dialect.TableDef) ([]string, error) {
-	names := make([][]string, len(defs))
-	for i, d := range defs {
-		names[i] = d.Name
-	}
-	objs, err := r.srcD.NotMigrated(ctx, r.src, names)
-	if err != nil {
-		return nil, fmt.Errorf("source objects: %w", err)
-	}
-	out := []string{}
-	for _, o := range objs {
-		line := o.Kind + " " + o.Name
-		if o.Note != "" {
-			line += " (" + o.Note + ")"
-		}
-		out = append(out, line)
 	}
 	return out, nil
 }

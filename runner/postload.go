@@ -24,7 +24,9 @@ import (
 // The post-load phase runs once every shard of the plan is done: the
 // sequence resets of every target table, then the secondary indexes and
 // foreign keys setup recorded (faster to build once than to maintain row
-// by row, and no load order to respect). It has a shard's lease (one
+// by row, and no load order to respect), then, between two databases of
+// one engine, the source's functions, views and triggers (triggers after
+// the data, so that they do not fire during the load). It has a shard's lease (one
 // instance runs it, the others wait as standbys and take it over when the
 // holder dies) and fence watermark, under the name postLoadTable, and its
 // state (pending, running, done or halted) in its own row of the steps'
@@ -96,9 +98,10 @@ func (r *Runner) resumePostLoad(ctx context.Context) (int64, error) {
 	return res.RowsAffected()
 }
 
-// recordSteps records the post-load steps of preps not recorded yet,
-// after those that are.
-func (r *Runner) recordSteps(ctx context.Context, db schema.Conn, preps []*schema.Prepared, recorded []stepRow) error {
+// recordSteps records the post-load steps of preps and the schema
+// objects' (objects, in their order) not recorded yet, after those that
+// are.
+func (r *Runner) recordSteps(ctx context.Context, db schema.Conn, preps []*schema.Prepared, objects []dialect.Step, recorded []stepRow) error {
 	if len(recorded) == 0 {
 		if _, err := db.ExecContext(ctx, r.dstD.PostLoadInsert(), r.plan.Name, 0, dialect.PostLoadPhase, "", "", "", "", "[]"); err != nil {
 			return fmt.Errorf("record the post-load phase: %w", err)
@@ -110,24 +113,35 @@ func (r *Runner) recordSteps(ctx context.Context, db schema.Conn, preps []*schem
 		have[s.table+"\x00"+s.Kind+"\x00"+s.Name] = true
 		seq = max(seq, s.seq)
 	}
+	record := func(table string, s dialect.Step) error {
+		if have[table+"\x00"+s.Kind+"\x00"+s.Name] {
+			return nil
+		}
+		args, err := json.Marshal(s.ExistsArgs)
+		if err != nil {
+			return err
+		}
+		if s.ExistsArgs == nil {
+			args = []byte("[]")
+		}
+		seq++
+		if _, err := db.ExecContext(ctx, r.dstD.PostLoadInsert(), r.plan.Name, seq, s.Kind, table, s.Name, s.SQL, s.Exists, string(args)); err != nil {
+			return fmt.Errorf("record post-load step %s %s of %s: %w", s.Kind, s.Name, table, err)
+		}
+		have[table+"\x00"+s.Kind+"\x00"+s.Name] = true
+		added++
+		return nil
+	}
 	for i, t := range r.plan.Tables {
 		for _, s := range preps[i].Steps {
-			if have[t.Target+"\x00"+s.Kind+"\x00"+s.Name] {
-				continue
-			}
-			args, err := json.Marshal(s.ExistsArgs)
-			if err != nil {
+			if err := record(t.Target, s); err != nil {
 				return err
 			}
-			if s.ExistsArgs == nil {
-				args = []byte("[]")
-			}
-			seq++
-			if _, err := db.ExecContext(ctx, r.dstD.PostLoadInsert(), r.plan.Name, seq, s.Kind, t.Target, s.Name, s.SQL, s.Exists, string(args)); err != nil {
-				return fmt.Errorf("record post-load step %s %s of %s: %w", s.Kind, s.Name, t.Target, err)
-			}
-			have[t.Target+"\x00"+s.Kind+"\x00"+s.Name] = true
-			added++
+		}
+	}
+	for _, s := range objects { // of the schema, not of one table
+		if err := record("", s); err != nil {
+			return err
 		}
 	}
 	if added > 0 && len(recorded) > 0 && recorded[0].state == "done" {
@@ -144,6 +158,7 @@ func (r *Runner) recordSteps(ctx context.Context, db schema.Conn, preps []*schem
 type PostLoadReport struct {
 	Sequences int   `json:"sequences"` // counters reset
 	Steps     int   `json:"steps"`     // indexes and foreign keys created by this instance
+	Objects   int   `json:"objects"`   // views, materialized views, routines and triggers created by this instance
 	ByOther   bool  `json:"by_other"`  // done by another instance (or an earlier run)
 	ElapsedMs int64 `json:"elapsed_ms"`
 }
@@ -386,7 +401,11 @@ func (r *Runner) runPostLoad(ctx context.Context, lease *lock.Lease, log *slog.L
 		if err != nil {
 			return err
 		}
-		rep.Steps++
+		if isObjectStep(st.Kind) {
+			rep.Objects++
+		} else {
+			rep.Steps++
+		}
 		log.Info("post-load step done", "table", st.table, "kind", st.Kind, "name", st.Name, "elapsed", time.Since(began))
 	}
 	return r.finishPhase(lease, log)
@@ -448,6 +467,9 @@ func (r *Runner) haltPostLoad(lease *lock.Lease, log *slog.Logger, table string,
 	log.Error("a post-load step failed: the post-load phase is halted; fix the cause, then run `migrate resume`", "table", table, "kind", st.Kind, "name", st.Name, "err", err)
 	if herr := r.setPhase(lease, "halted"); herr != nil {
 		log.Error("could not record the post-load phase halted", "err", herr)
+	}
+	if table == "" { // a schema object
+		return fmt.Errorf("%w: post-load %s %s: %w", ErrHalted, st.Kind, st.Name, err)
 	}
 	return fmt.Errorf("%w: post-load %s %s of %s: %w", ErrHalted, st.Kind, st.Name, table, err)
 }

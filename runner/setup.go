@@ -52,7 +52,7 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	notMigrated, err := r.notMigrated(ctx, in.defs)
+	notMigrated, err := r.notMigrated(ctx, in)
 	if err != nil {
 		return nil, err
 	}
@@ -92,9 +92,10 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 // them, in the plan's order: the copied columns, the whole definition,
 // the shard bounds.
 type sources struct {
-	cols   [][]dialect.Column
-	defs   []*dialect.TableDef
-	bounds [][]dialect.Range
+	cols    [][]dialect.Column
+	defs    []*dialect.TableDef
+	bounds  [][]dialect.Range
+	objects *schema.Objects // the views, routines and triggers the post-load phase creates
 }
 
 // readSources reads every source table of the plan and checks its key.
@@ -118,6 +119,10 @@ func (r *Runner) readSources(ctx context.Context) (*sources, error) {
 		if t.Shards == plans.ShardsAuto {
 			r.plan.Tables[i].Shards, r.plan.Tables[i].AutoShards = len(in.bounds[i]), true
 		}
+	}
+	var err error
+	if in.objects, err = r.readObjects(ctx, in.defs); err != nil {
+		return nil, err
 	}
 	return in, nil
 }
@@ -165,7 +170,7 @@ const helpersLock = "migrate/helpers"
 // that holds the setup lock: the target tables' DDL, the helper tables,
 // the post-load steps (a created table's indexes and foreign keys, an
 // existing table's foreign keys, recorded once and before its foreign keys
-// are dropped), the checkpoints with their shard bounds. Where DDL
+// are dropped; the source's views, routines and triggers), the checkpoints with their shard bounds. Where DDL
 // is transactional (PostgreSQL) it is one transaction, so a failure
 // anywhere leaves the target as it was; where DDL commits itself (MySQL),
 // a table created here is dropped again when a later step fails, and the
@@ -226,7 +231,7 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 			return nil, schema.StmtError("create helper tables", h, err)
 		}
 	}
-	if err := r.recordSteps(ctx, db, preps, recorded); err != nil {
+	if err := r.recordSteps(ctx, db, preps, in.objects.Steps, recorded); err != nil {
 		return nil, err
 	}
 	if err := r.dropForeignKeys(ctx, db, preps, recorded); err != nil {

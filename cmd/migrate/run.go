@@ -219,7 +219,7 @@ func printReport(w io.Writer, rep *runner.Report) {
 		if pl.ByOther {
 			fmt.Fprintln(w, "  post-load: done earlier or by another instance")
 		} else {
-			fmt.Fprintf(w, "  post-load: %d sequence resets, %d indexes and foreign keys created, %.1fs\n", pl.Sequences, pl.Steps, float64(pl.ElapsedMs)/1000)
+			fmt.Fprintf(w, "  post-load: %d sequence resets, %d indexes and foreign keys created, %d views, routines and triggers created, %.1fs\n", pl.Sequences, pl.Steps, pl.Objects, float64(pl.ElapsedMs)/1000)
 		}
 	}
 	printNotes(w, rep.Notes, rep.NotMigrated)

@@ -23,7 +23,7 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var pf planFlags
 	pf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate validate -p PLAN\n\nChecks the plan file (errors name file:line:column), then the keys' collations of\nthe target tables that exist (read only; a target it cannot reach is skipped\nwith a warning). When the plan discovers its tables (no tables list, or\ninclude/exclude) or leaves a key out, it reads the source's catalog and prints\nthe tables found.\nExample: migrate validate -p orders.yaml")
+		fmt.Fprintln(fs.Output(), "usage: migrate validate -p PLAN\n\nChecks the plan file (errors name file:line:column), then the keys' collations of\nthe target tables that exist (read only; a target it cannot reach is skipped\nwith a warning). When the plan discovers its tables (no tables list, or\ninclude/exclude) or leaves a key out, it reads the source's catalog and prints\nthe tables found and, between two databases of one engine, the views, routines\nand triggers the post-load phase creates.\nExample: migrate validate -p orders.yaml")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -35,12 +35,16 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	var src *sql.DB
 	var srcSQL dialect.Dialect
+	var objs *schema.Objects
 	if p.Unresolved() {
 		if src, srcSQL, err = openDB(ctx, p.Source, dialect.Session{}); err != nil {
 			return fmt.Errorf("source %s: %w", p.Source, err)
 		}
 		defer src.Close()
 		if err := resolve(ctx, p, src, srcSQL); err != nil {
+			return err
+		}
+		if objs, err = sameEngineObjects(ctx, p, src, srcSQL); err != nil {
 			return err
 		}
 	}
@@ -55,6 +59,14 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			shards = strconv.Itoa(t.Shards)
 		}
 		fmt.Fprintf(stdout, "  %s -> %s key %v shards %s\n", t.Name, t.Target, t.Key, shards)
+	}
+	if objs != nil {
+		for _, st := range objs.Steps {
+			fmt.Fprintf(stdout, "  post-load creates %s %s\n", st.Kind, st.Name)
+		}
+		for _, o := range objs.Reported {
+			fmt.Fprintf(stdout, "  post-load does not create %s %s: %s\n", o.Kind, o.Name, o.Note)
+		}
 	}
 	for _, w := range p.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
@@ -109,4 +121,21 @@ func checkTargets(ctx context.Context, p *plans.Plan, src *sql.DB, srcSQL dialec
 		}
 	}
 	return nil
+}
+
+// sameEngineObjects reads the views, materialized views, routines and
+// triggers the post-load phase of a plan between two databases of one
+// engine creates (nil across engines), from its source db; the plan's
+// tables are resolved.
+func sameEngineObjects(ctx context.Context, p *plans.Plan, db *sql.DB, d dialect.Dialect) (*schema.Objects, error) {
+	if p.Source.Engine() != p.Target.Engine() {
+		return nil, nil
+	}
+	var names [][]string
+	for _, t := range p.Tables {
+		if schema.SameName(t.SourceIdent(), t.TargetIdent()) {
+			names = append(names, t.SourceIdent())
+		}
+	}
+	return schema.ReadObjects(ctx, db, d, names)
 }
