@@ -353,7 +353,14 @@ func TestDrill_RedisRestart(t *testing.T) {
 func TestDrill_TwoStandbys(t *testing.T) {
 	t.Parallel()
 	e, plan := drillEnv(t, "2s", pgEngine, 2)
-	r, res := runDrill(t, plan, "kill", "--standbys", "2")
+	// The standbys start once the holder has committed its first rows,
+	// and the drill needs them waiting before it kills the holder. At
+	// 20ms per round trip the holder copies both shards' 30,000 rows in
+	// about 4s, which two processes starting side by side on a busy
+	// machine took longer than (a standby found the copy done and exited
+	// 0, 3 runs of 3); at 100ms it takes about five times as long, past
+	// the 10s the drill gives the standbys to start.
+	r, res := runDrill(t, plan, "kill", "--standbys", "2", "--holder-latency", "100ms")
 	wantPass(t, r, res)
 	d := res.Drills[0]
 	if len(d.Instances) != 3 || len(d.Shards) != 2 {
