@@ -286,8 +286,15 @@ func TestDrill_ShortPause(t *testing.T) {
 
 // TestDrill_RedisRestart: Redis is killed and restarted mid-copy, without
 // and with persistence. Without, Redis forgot its fencing counter: the run
-// must still end with a token above the target's watermark (L4); with, the
-// lease survives.
+// must still end with a token above the target's watermark (L4), held by
+// the one instance that finished the shard. How the holder ends is a race
+// the drill does not set: it learns its lease is gone at its next renewal
+// and looks for a successor in the target. If a standby's claim is there,
+// it is fenced (exit 4); if not, it takes the shard again, and either
+// finishes it (exit 0) or, the standby having got the lease first, waits
+// behind it and finds the shard done (exit 0). Under CPU load, 10 runs
+// ended 5 times each way with a standby finishing; the test used to want
+// exit 4 always. With persistence, the lease survives.
 func TestDrill_RedisRestart(t *testing.T) {
 	t.Parallel()
 	e, plan := drillEnv(t, "2s", pgEngine, 1)
@@ -298,9 +305,35 @@ func TestDrill_RedisRestart(t *testing.T) {
 	}
 	for _, d := range res.Drills {
 		s := d.Shards[0]
-		if d.Persistence == "off" && (s.FinalToken <= s.HolderToken || d.Instances[0].Exit != 4) {
-			t.Errorf("volatile Redis: final token %d after the holder's %d, holder exit %d: want a token above the watermark and the holder fenced",
-				s.FinalToken, s.HolderToken, d.Instances[0].Exit)
+		if d.Persistence == "off" {
+			var finished []string
+			fin := -1
+			for i, in := range d.Instances {
+				for _, sh := range in.Shards {
+					if sh.Shard == 0 && sh.State == "done" && !sh.ByOther {
+						finished, fin = append(finished, fmt.Sprintf("%s (token %d)", in.Name, sh.Token)), i
+						if sh.Token != s.FinalToken {
+							t.Errorf("volatile Redis: %s finished the shard with token %d, the checkpoint ends with %d", in.Name, sh.Token, s.FinalToken)
+						}
+					}
+				}
+			}
+			h := d.Instances[0]
+			var byOther bool
+			for _, sh := range h.Shards {
+				byOther = byOther || sh.Shard == 0 && sh.ByOther
+			}
+			exitOK := h.Exit == 4 || h.Exit == 0 && byOther // fenced, or it found the shard done by the standby
+			if fin == 0 {
+				exitOK = h.Exit == 0 // it took the shard again first and finished it
+			}
+			if len(finished) != 1 || s.FinalToken <= s.HolderToken || !exitOK {
+				t.Errorf("volatile Redis: shard finished by %v, final token %d after the holder's %d, holder exit %d (shards %+v): "+
+					"want one instance to finish it with a token above the watermark; the holder exiting 0 if it is that instance, "+
+					"else 4 (fenced) or 0 with the shard done by another",
+					finished, s.FinalToken, s.HolderToken, h.Exit, h.Shards)
+			}
+			t.Logf("volatile Redis: shard finished by %v; holder exit %d, shard done by another %v", finished, h.Exit, byOther)
 		}
 		if d.Persistence == "on" && s.FinalToken < s.HolderToken {
 			t.Errorf("persistent Redis: final token %d below the holder's %d", s.FinalToken, s.HolderToken)
@@ -320,7 +353,14 @@ func TestDrill_RedisRestart(t *testing.T) {
 func TestDrill_TwoStandbys(t *testing.T) {
 	t.Parallel()
 	e, plan := drillEnv(t, "2s", pgEngine, 2)
-	r, res := runDrill(t, plan, "kill", "--standbys", "2")
+	// The standbys start once the holder has committed its first rows,
+	// and the drill needs them waiting before it kills the holder. At
+	// 20ms per round trip the holder copies both shards' 30,000 rows in
+	// about 4s, which two processes starting side by side on a busy
+	// machine took longer than (a standby found the copy done and exited
+	// 0, 3 runs of 3); at 100ms it takes about five times as long, past
+	// the 10s the drill gives the standbys to start.
+	r, res := runDrill(t, plan, "kill", "--standbys", "2", "--holder-latency", "100ms")
 	wantPass(t, r, res)
 	d := res.Drills[0]
 	if len(d.Instances) != 3 || len(d.Shards) != 2 {

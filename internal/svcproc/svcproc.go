@@ -36,6 +36,7 @@ type Server struct {
 	cmd     *exec.Cmd
 	done    chan struct{}
 	ready   func(context.Context) error // if set, what Start waits for once the port accepts (etcd and ZooKeeper accept before they serve)
+	setup   func() error                // if set, run before each start (a ZooKeeper member's myid, which Wipe removes)
 }
 
 // Find returns the binary to run: bin if it names a file or a command on
@@ -86,6 +87,11 @@ func (s *Server) Running() bool { return s.cmd != nil }
 func (s *Server) Start(ctx context.Context) error {
 	if s.cmd != nil {
 		return nil
+	}
+	if s.setup != nil {
+		if err := s.setup(); err != nil {
+			return fmt.Errorf("start %s: %w", filepath.Base(s.bin), err)
+		}
 	}
 	s.cmd = exec.Command(s.bin, append(s.argv(s), s.Args...)...)
 	s.cmd.Dir = s.dir

@@ -66,20 +66,31 @@ func zkReady(s *Server) func(context.Context) error {
 	}
 }
 
-// zkServing asks the ZooKeeper at addr for srvr: "Mode: standalone" (or
-// leader, follower) once it serves.
-func zkServing(addr string) bool {
+// zkServing asks the ZooKeeper at addr for srvr: it serves once it tells
+// its mode.
+func zkServing(addr string) bool { return ZooKeeperMode(addr) != "" }
+
+// ZooKeeperMode is the mode the ZooKeeper at addr tells in its srvr
+// answer — "standalone", "leader" or "follower" — or "" when it does not
+// serve requests (starting, or a member without a quorum) or does not
+// answer.
+func ZooKeeperMode(addr string) string {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
-		return false
+		return ""
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(250 * time.Millisecond))
 	if _, err := io.WriteString(c, "srvr"); err != nil {
-		return false
+		return ""
 	}
 	out, _ := io.ReadAll(c)
-	return strings.Contains(string(out), "Mode: ")
+	for line := range strings.Lines(string(out)) {
+		if mode, ok := strings.CutPrefix(line, "Mode: "); ok {
+			return strings.TrimSpace(mode)
+		}
+	}
+	return ""
 }
 
 // ZooKeeper is StartZooKeeper without starting. Its settings are zoo.cfg
@@ -108,6 +119,26 @@ func ZooKeeper(java, dir string, prepare func(*exec.Cmd), conf ...string) (*Serv
 	}, conf...)
 	if err := os.WriteFile(filepath.Join(dir, "zoo.cfg"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("svcproc: zookeeper config: %w", err)
+	}
+	return s, nil
+}
+
+// ZooKeeperMember is ZooKeeper as server id of an ensemble: conf holds
+// the ensemble's "server.N=127.0.0.1:quorum:election" lines (and its
+// initLimit and syncLimit), and each Start writes id into data/myid
+// first. A member serves requests, and so its Start returns, only once a
+// quorum of the ensemble runs: start the members together.
+func ZooKeeperMember(java, dir string, id int, prepare func(*exec.Cmd), conf ...string) (*Server, error) {
+	s, err := ZooKeeper(java, dir, prepare, conf...)
+	if err != nil {
+		return nil, err
+	}
+	s.setup = func() error {
+		data := filepath.Join(dir, "data")
+		if err := os.MkdirAll(data, 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(data, "myid"), []byte(strconv.Itoa(id)+"\n"), 0o644)
 	}
 	return s, nil
 }

@@ -224,7 +224,7 @@ func (b *Backend) held(k key, token int64) (*entry, error) {
 }
 
 // Renew implements lock.Backend (L2): the lease's node still exists and
-// belongs to this session. A node gone, or a session that expired (every
+// belongs to this session, read after a sync with the leader. A node gone, or a session that expired (every
 // node of it is gone), is final: false. A connection lost is an error,
 // not a loss: the holder's local deadline decides.
 func (b *Backend) Renew(ctx context.Context, base, owner string, token int64, ttl time.Duration) (bool, error) {
@@ -238,6 +238,15 @@ func (b *Backend) Renew(ctx context.Context, base, owner string, token int64, tt
 	}
 	p := b.paths(base)
 	stat, err := call(ctx, b, func(c *zk.Conn) (*zk.Stat, error) {
+		// A follower answers reads from its own state, which a follower
+		// cut off from the leader keeps serving until it notices (its
+		// syncLimit): the holder's node there, long after the leader
+		// expired the session and granted the lease on. A sync first
+		// makes the read see every write the leader committed before;
+		// a follower that cannot reach the leader never answers it.
+		if _, err := c.Sync(p.node(e.node)); err != nil {
+			return nil, err
+		}
 		ok, stat, err := c.Exists(p.node(e.node))
 		if !ok {
 			stat = nil

@@ -20,7 +20,8 @@
 // session timeout.
 //
 // The session's heartbeats, not the renewals, keep a lease on the server:
-// a renewal checks that its node is still there and this session's. A
+// a renewal checks, after a sync with the leader, that its node is still
+// there and this session's. A
 // holder that dies is dropped by the server when its session expires: one
 // session timeout (the lease TTL) after the server last heard from it,
 // rounded up to the server's tick. A process whose lease ended by its
