@@ -107,6 +107,22 @@ func CheckPGConstant(base, v string) error {
 	return nil
 }
 
+// CheckMySQLConstant checks a PostgreSQL constant (a default's, unquoted)
+// for a MySQL column of base type base, as mapped or named by a plan:
+// NaN and the infinities have no MySQL value, and a bytea constant's text
+// form (\x0102) is not its bytes.
+func CheckMySQLConstant(base, v string) error {
+	low := strings.ToLower(v)
+	special := low == "nan" || strings.HasSuffix(low, "infinity")
+	switch kind := mysqlTypes[base].kind; {
+	case special && (kind == Float || kind == Number || kind == Date || kind == Timestamp || kind == Time):
+		return fmt.Errorf("%s has no MySQL value", v)
+	case MySQLBinary(base) && strings.HasPrefix(v, `\x`):
+		return fmt.Errorf("a bytea constant is not translated")
+	}
+	return nil
+}
+
 // checkPGTime refuses MySQL TIME values outside PostgreSQL's 00:00:00 to
 // 24:00:00 (MySQL's TIME is an interval of up to ±838 hours).
 func checkPGTime(s string) error {
