@@ -81,6 +81,10 @@ func checkWord(toks []token, i int) (token, error) {
 	w := strings.ToLower(t.text)
 	fn := i+1 < len(toks) && toks[i+1].kind == tokOp && toks[i+1].text == "("
 	switch {
+	case i+1 < len(toks) && toks[i+1].kind == tokStr:
+		// A typed or prefixed literal (MySQL b'01', x'ff', DATE '…';
+		// PostgreSQL B'01', interval '1 day'), never a column.
+		return t, fmt.Errorf("%w: the literal %s %s", errNoTranslation, t.text, toks[i+1].text)
 	case exprKeywords[w]:
 		t.text = strings.ToUpper(w)
 	case fn && exprFunctions[w]:

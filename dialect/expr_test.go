@@ -40,7 +40,11 @@ func TestTranslateExpr(t *testing.T) {
 		{"(mood = 'ok'::mood)", pg, my, "", "mood"},
 		{"(x > ALL (ARRAY[1]))", pg, my, "", "ALL"},
 
+		{"B'0101'::\"bit\"", pg, my, "", "the literal B '0101'"},
+
 		{"`qty` > 0", my, pg, `"qty" > 0`, ""},
+		{"b'0'", my, pg, "", "the literal b '0'"},
+		{"x'ff' = `c`", my, pg, "", "the literal x 'ff'"},
 		{"`a` * 2", my, pg, `"a" * 2`, ""},
 		{"current_timestamp()", my, pg, "CURRENT_TIMESTAMP", ""},
 		{"curdate()", my, pg, "CURRENT_DATE", ""},

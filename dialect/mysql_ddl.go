@@ -238,6 +238,10 @@ func (m MySQL) columnDef(c ColumnDef, cross bool, cr *Created) (string, bool) {
 func (m MySQL) defaultClause(c ColumnDef, cross bool, cr *Created) string {
 	switch c.Default.Kind {
 	case DefaultLiteral:
+		if err := typemap.CheckMySQLConstant(c.Base, c.Default.Value); cross && err != nil {
+			cr.Notes = append(cr.Notes, fmt.Sprintf("default %s of column %s: not created, %v", c.Default.Expr, c.Name, err))
+			return ""
+		}
 		return m.literalDefault(c, cross)
 	case DefaultNow:
 		if !cross {

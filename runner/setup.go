@@ -110,6 +110,9 @@ func (r *Runner) readSources(ctx context.Context) (*sources, error) {
 		if in.defs[i], err = r.srcD.ReadTable(ctx, r.src, t.SourceIdent()); err != nil {
 			return nil, fmt.Errorf("source table %s: %w", t.Name, err)
 		}
+		if err := schema.CheckMax(ctx, r.src, r.srcD, r.dstD.Engine(), t, in.defs[i]); err != nil {
+			return nil, err
+		}
 		if t.AutoShards {
 			t.Shards = plans.ShardsAuto // chosen again; setup keeps the count the target has
 		}

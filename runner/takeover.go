@@ -113,7 +113,7 @@ func (r *Runner) checkNeighbourhood(ctx context.Context, j shardJob, spec batch.
 		var dst [][]any
 		if dst, err = r.targetRows(ctx, j, src); err == nil {
 			var missing, changed int64
-			missing, changed, err = verify.Rows(j.src, j.dst, spec.Key, src, dst)
+			missing, changed, err = verify.Rows(r.srcD.Engine(), r.dstD.Engine(), j.src, j.dst, spec.Key, src, dst)
 			n.rows, n.diffs = int64(len(src)), missing+changed
 		}
 	}

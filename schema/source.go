@@ -2,12 +2,14 @@ package schema
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/typemap"
 )
 
 // SourceColumns returns the copied columns of a source table — the plan's
@@ -70,6 +72,29 @@ func checkKey(d dialect.Dialect, t plans.Table, byName map[string]dialect.Column
 		}
 		if why := d.KeysetKey(c); why != "" {
 			return fmt.Errorf("%w: key column %s.%s is %s; it cannot be a keyset key", plans.ErrInvalid, t.Name, k, why)
+		}
+	}
+	return nil
+}
+
+// CheckMax checks the columns of the source table of t (def its
+// definition) whose mapping toward engine to holds only for the values the
+// source holds (typemap.NeedsMax: a MySQL bigint unsigned AUTO_INCREMENT
+// becomes a PostgreSQL bigint identity), and which the plan gives no type:
+// their largest value, read from the source, must fit.
+func CheckMax(ctx context.Context, db Querier, d dialect.Catalog, to plans.Engine, t plans.Table, def *dialect.TableDef) error {
+	for _, c := range def.Columns {
+		col := c.Column
+		col.Sequenced = c.Identity != ""
+		if _, named := t.Types[c.Name]; named || !typemap.NeedsMax(def.Engine, to, col) {
+			continue
+		}
+		var lo, hi sql.NullString
+		if err := db.QueryRowContext(ctx, d.KeyBounds(t.SourceIdent(), c.Name)).Scan(&lo, &hi); err != nil {
+			return fmt.Errorf("source table %s: largest %s: %w", t.Name, c.Name, err)
+		}
+		if err := typemap.MaxFits(t.Name, col, hi.String); err != nil {
+			return err
 		}
 	}
 	return nil

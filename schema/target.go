@@ -83,6 +83,9 @@ func (tg Target) Prepare(ctx context.Context, db Querier, t plans.Table, src []d
 	if err := tg.checkUniqueKey(own, t); err != nil {
 		return nil, err
 	}
+	if err := typemap.Convertible(tg.Source, tg.SQL.Engine(), t.Name, p.Src, p.Dst); err != nil {
+		return nil, fmt.Errorf("target table %s: %w", t.Target, err)
+	}
 	if err := tg.KeyCollations(ctx, db, t, p.Src); err != nil {
 		return nil, err
 	}
@@ -121,6 +124,13 @@ func Copied(src []dialect.Column, def, dst *dialect.TableDef) (out []dialect.Col
 	return out, notes
 }
 
+// Creation is what creating the target table of t takes (Prepare's
+// answer when it is missing), found without reading either database: what
+// `validate` checks and notes.
+func (tg Target) Creation(t plans.Table, src []dialect.Column, def *dialect.TableDef) (*Prepared, error) {
+	return tg.create(t, src, def)
+}
+
 // create is Prepare for a missing target table.
 func (tg Target) create(t plans.Table, src []dialect.Column, def *dialect.TableDef) (*Prepared, error) {
 	p := &Prepared{Created: true}
@@ -129,6 +139,7 @@ func (tg Target) create(t plans.Table, src []dialect.Column, def *dialect.TableD
 	plain := make([]typemap.Column, len(d.Columns))
 	for i, c := range d.Columns {
 		plain[i] = c.Column
+		plain[i].Sequenced = c.Identity != ""
 	}
 	mapped, err := typemap.MapColumns(tg.Source, tg.SQL.Engine(), t.Name, plain, t.Key, t.Types)
 	if err != nil {

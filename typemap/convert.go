@@ -33,6 +33,12 @@ func Converter(from, to plans.Engine, src, dst []Column) func(col int, v any) (a
 func fromMySQL(src, dst Column, to plans.Engine, v any) (any, error) {
 	switch x := v.(type) {
 	case []byte:
+		switch {
+		case to == plans.Postgres && src.Base == "bit":
+			return bitToPG(src, dst, x)
+		case to == plans.Postgres && geometry(src.Base):
+			return geometryToPG(src, dst, x)
+		}
 		if MySQLBinary(src.Base) {
 			return x, nil
 		}
@@ -84,6 +90,37 @@ func mysqlTime(s string, to plans.Engine) (any, error) {
 		return s, nil // exactly as read
 	}
 	return t, nil
+}
+
+// CheckPGConstant checks a MySQL constant (a default's) for a PostgreSQL
+// column of base type base, as mapped or named by a plan: a date with a
+// zero year, month or day and a TIME outside PostgreSQL's range have no
+// value there.
+func CheckPGConstant(base, v string) error {
+	switch {
+	case base == "date" || strings.HasPrefix(base, "timestamp"):
+		_, err := mysqlTime(v, plans.Postgres)
+		return err
+	case base == "time" || base == "time without time zone":
+		return checkPGTime(v)
+	}
+	return nil
+}
+
+// CheckMySQLConstant checks a PostgreSQL constant (a default's, unquoted)
+// for a MySQL column of base type base, as mapped or named by a plan:
+// NaN and the infinities have no MySQL value, and a bytea constant's text
+// form (\x0102) is not its bytes.
+func CheckMySQLConstant(base, v string) error {
+	low := strings.ToLower(v)
+	special := low == "nan" || strings.HasSuffix(low, "infinity")
+	switch kind := mysqlTypes[base].kind; {
+	case special && (kind == Float || kind == Number || kind == Date || kind == Timestamp || kind == Time):
+		return fmt.Errorf("%s has no MySQL value", v)
+	case MySQLBinary(base) && strings.HasPrefix(v, `\x`):
+		return fmt.Errorf("a bytea constant is not translated")
+	}
+	return nil
 }
 
 // checkPGTime refuses MySQL TIME values outside PostgreSQL's 00:00:00 to

@@ -35,6 +35,9 @@ func MapColumns(from, to plans.Engine, table string, cols []Column, key []string
 			out[i].Values = nil
 		}
 		if t, ok := overrides[c.Name]; ok {
+			if why := overridable(from, to, c, t); why != "" {
+				errs = append(errs, fmt.Sprintf("%s.%s: %s", table, c.Name, why))
+			}
 			out[i].Type, out[i].Base = t, baseOf(t)
 			continue
 		}

@@ -27,7 +27,7 @@ var mysqlTypes = map[string]myType{
 	"mediumint":        {kind: Number, toPG: pgIs("integer"), keyBytes: fixedKey(3 + 3)},
 	"int":              {kind: Number, toPG: pgUnsigned("integer", "bigint"), keyBytes: fixedKey(4)},
 	"integer":          {kind: Number, toPG: pgUnsigned("integer", "bigint")},
-	"bigint":           {kind: Number, toPG: pgUnsigned("bigint", "numeric(20,0)")},
+	"bigint":           {kind: Number, toPG: bigintToPG},
 	"decimal":          {kind: Number, toPG: decimalToPG, keyBytes: func(n int) int { return n/2 + 2 }},
 	"numeric":          {kind: Number, toPG: decimalToPG},
 	"year":             {kind: Number, toPG: pgIs("smallint")},
@@ -47,9 +47,9 @@ var mysqlTypes = map[string]myType{
 	"blob":             {kind: Bytes, binary: true, toPG: pgIs("bytea")},
 	"mediumblob":       {kind: Bytes, binary: true, toPG: pgIs("bytea")},
 	"longblob":         {kind: Bytes, binary: true, toPG: pgIs("bytea")},
-	// bit(n) has no mapping: its values come as bytes, PostgreSQL's bit(n)
-	// and boolean take neither, and bit(1) is not always a flag. A plan
-	// names the type (bytea copies the bytes as they are).
+	// bit(n) has no mapping: bit(1) is not always a flag. A plan names
+	// the type, one of bitTargets; the value (its bytes, big-endian) is
+	// converted for it (bitToPG).
 	"bit":       {kind: Text, binary: true},
 	"date":      {kind: Date, toPG: pgIs("date"), keyBytes: fixedKey(3 + 3)},
 	"time":      {kind: Time, toPG: pgSized("time", "0"), keyBytes: fixedKey(3 + 3)},
@@ -61,6 +61,17 @@ var mysqlTypes = map[string]myType{
 	// joined by commas, as MySQL writes it.
 	"enum": {kind: Text, toPG: pgIs("text")},
 	"set":  {kind: Text, toPG: pgIs("text")},
+	// Spatial types have no mapping either (PostgreSQL has none without
+	// PostGIS): a plan names bytea, which gets the value's WKB.
+	"geometry":           {kind: Bytes, binary: true},
+	"point":              {kind: Bytes, binary: true},
+	"linestring":         {kind: Bytes, binary: true},
+	"polygon":            {kind: Bytes, binary: true},
+	"multipoint":         {kind: Bytes, binary: true},
+	"multilinestring":    {kind: Bytes, binary: true},
+	"multipolygon":       {kind: Bytes, binary: true},
+	"geometrycollection": {kind: Bytes, binary: true},
+	"geomcollection":     {kind: Bytes, binary: true},
 }
 
 // mySQLToPG maps a MySQL column to a PostgreSQL type. c.Type is MySQL's
@@ -68,6 +79,12 @@ var mysqlTypes = map[string]myType{
 func mySQLToPG(c Column) (string, error) {
 	if t := mysqlTypes[c.Base]; t.toPG != nil {
 		return t.toPG(c), nil
+	}
+	switch {
+	case c.Base == "bit":
+		return "", fmt.Errorf("%s has no mapping (it converts to %s)", c.Type, strings.Join(bitTargetNames, ", "))
+	case geometry(c.Base):
+		return "", fmt.Errorf("%s has no mapping (it converts to bytea, as WKB)", c.Type)
 	}
 	return "", fmt.Errorf("%s has no mapping", c.Type)
 }
@@ -92,12 +109,23 @@ func pgSized(t, def string) func(Column) string {
 	return func(c Column) string { return t + "(" + firstOr(args(c.Type), def) + ")" }
 }
 
-// tinyintToPG: tinyint(1) is MySQL's boolean.
+// tinyintToPG: tinyint(1) is MySQL's boolean, unless it is sequenced.
 func tinyintToPG(c Column) string {
-	if a := args(c.Type); !strings.Contains(c.Type, "unsigned") && len(a) == 1 && a[0] == "1" {
+	if a := args(c.Type); !c.Sequenced && !strings.Contains(c.Type, "unsigned") && len(a) == 1 && a[0] == "1" {
 		return "boolean"
 	}
 	return "smallint"
+}
+
+// bigintToPG: an unsigned bigint's values need numeric(20,0), unless it
+// is sequenced: an identity is an integer type, and bigint holds the
+// values of a counter that has not passed 2^63-1 (which whoever creates
+// the table checks in the source: MaxFits).
+func bigintToPG(c Column) string {
+	if strings.Contains(c.Type, "unsigned") && !c.Sequenced {
+		return "numeric(20,0)"
+	}
+	return "bigint"
 }
 
 func decimalToPG(c Column) string {

@@ -22,6 +22,10 @@ type Column struct {
 	// Values are the members of an ENUM or SET (MySQL) or the labels of
 	// an enum type (PostgreSQL), in order; nil for other types.
 	Values []string
+	// Sequenced: the engine generates the column's values (AUTO_INCREMENT,
+	// an identity, a serial). MapColumns then gives it an integer type the
+	// target engine can generate; whoever creates the table sets it.
+	Sequenced bool
 }
 
 // Kind is how a column's values are compared: the canonical form two

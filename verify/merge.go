@@ -13,13 +13,13 @@ func (c *comparison) rows(ctx context.Context, lo, hi []any) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	values := bounds(lo, hi, len(c.o.Key))
-	a, err := c.open(ctx, c.src, lo != nil, hi != nil, values)
+	a, err := c.open(ctx, c.src, c.form, lo != nil, hi != nil, values)
 	if err != nil {
 		return fmt.Errorf("source: %w", err)
 	}
 	defer a.close()
 	defer cancel()
-	b, err := c.open(ctx, c.dst, lo != nil, hi != nil, values)
+	b, err := c.open(ctx, c.dst, nil, lo != nil, hi != nil, values)
 	if err != nil {
 		return fmt.Errorf("target: %w", err)
 	}

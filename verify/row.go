@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/typemap"
 )
 
@@ -58,11 +59,29 @@ func (r row) differs(o row, names []string) ([]string, error) {
 	return cols, nil
 }
 
+// toForm puts each value of raw in the compared form, in place (form[i]
+// nil: as it is).
+func toForm(form []func(any) (any, error), raw []any) error {
+	for i, f := range form {
+		if f == nil {
+			continue
+		}
+		v, err := f(raw[i])
+		if err != nil {
+			return err
+		}
+		raw[i] = v
+	}
+	return nil
+}
+
 // Rows compares a set of source rows with the target rows of the same keys
-// (both as read, columns in the same order) and returns how many source
-// rows are missing in the target and how many differ: the check of a
-// takeover's resume neighbourhood.
-func Rows(src, dst []dialect.Column, key []string, a, b [][]any) (missing, changed int64, err error) {
+// (both as read, columns in the same order; the source of engine from, the
+// target of engine to) and returns how many source rows are missing in the
+// target and how many differ: the check of a takeover's resume
+// neighbourhood.
+func Rows(from, to plans.Engine, src, dst []dialect.Column, key []string, a, b [][]any) (missing, changed int64, err error) {
+	form := typemap.SourceForm(from, to, src, dst)
 	kinds := make([]typemap.Kind, len(src))
 	names := make([]string, len(src))
 	for i := range src {
@@ -94,6 +113,10 @@ func Rows(src, dst []dialect.Column, key []string, a, b [][]any) (missing, chang
 		byKey[k] = raw
 	}
 	for _, raw := range a {
+		raw = slices.Clone(raw)
+		if err := toForm(form, raw); err != nil {
+			return 0, 0, err
+		}
 		k, err := keyOf(raw)
 		if err != nil {
 			return 0, 0, err

@@ -13,6 +13,7 @@ import (
 // own goroutine so that both sides are read at once.
 type stream struct {
 	rows   *sql.Rows
+	form   []func(any) (any, error) // the source's (comparison.form); nil for the target
 	kinds  []typemap.Kind
 	keyIdx []int
 	raw    []any
@@ -23,14 +24,15 @@ type stream struct {
 }
 
 // open starts one side's scan of the rows within the bounds asked, their
-// logical values given.
-func (c *comparison) open(ctx context.Context, s Side, lo, hi bool, values []any) (*stream, error) {
+// logical values given; form puts the values read in the compared form
+// (the source's, comparison.form).
+func (c *comparison) open(ctx context.Context, s Side, form []func(any) (any, error), lo, hi bool, values []any) (*stream, error) {
 	q := s.SQL.ScanOrdered(s.Table, s.Columns, c.o.Key, c.textKey, lo, hi)
 	rows, err := s.DB.QueryContext(ctx, q.SQL, q.Bind(values)...)
 	if err != nil {
 		return nil, err
 	}
-	st := &stream{rows: rows, kinds: c.kinds, keyIdx: c.keyIdx, raw: make([]any, len(c.names)), ptrs: make([]any, len(c.names))}
+	st := &stream{rows: rows, form: form, kinds: c.kinds, keyIdx: c.keyIdx, raw: make([]any, len(c.names)), ptrs: make([]any, len(c.names))}
 	for i := range st.raw {
 		st.ptrs[i] = &st.raw[i]
 	}
@@ -72,6 +74,9 @@ func (s *stream) read() (row, bool, error) {
 		return row{}, false, err
 	}
 	r := row{raw: slices.Clone(s.raw), kinds: s.kinds, key: make([]canon, len(s.keyIdx))}
+	if err := toForm(s.form, r.raw); err != nil {
+		return row{}, false, err
+	}
 	for i, j := range s.keyIdx {
 		c, err := canonical(s.raw[j], s.kinds[j])
 		if err != nil {

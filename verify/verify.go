@@ -109,6 +109,7 @@ func Compare(ctx context.Context, src, dst Side, o Options) (Result, error) {
 		c.names[i] = src.Columns[i].Name
 		c.kinds[i] = typemap.Pair(src.Columns[i].Base, dst.Columns[i].Base)
 	}
+	c.form = typemap.SourceForm(src.SQL.Engine(), dst.SQL.Engine(), src.Columns, dst.Columns)
 	c.keyIdx = make([]int, len(o.Key))
 	c.textKey = make([]bool, len(o.Key))
 	for i, k := range o.Key {
@@ -148,6 +149,9 @@ type comparison struct {
 	keyIdx    []int
 	textKey   []bool
 	collected error // the first error of o.Report.Differs
+	// form puts a source value in the form the copy writes where the
+	// kinds alone do not compare it (typemap.SourceForm); nil: as read.
+	form []func(any) (any, error)
 }
 
 // checksummed reports whether chunk checksums can stand for the rows: one

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/migrate-dev/migrate/dialect"
@@ -17,13 +18,14 @@ import (
 
 // validateCmd is `migrate validate`: parse and check a plan; read the
 // target's existing tables (checkTargets), and the source when the plan's
-// tables or keys are to be found in it; never write.
+// tables or keys are to be found in it, or its types checked against the
+// other engine's; never write.
 func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	var pf planFlags
 	pf.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate validate -p PLAN\n\nChecks the plan file (errors name file:line:column), then the keys' collations of\nthe target tables that exist (read only; a target it cannot reach is skipped\nwith a warning). When the plan discovers its tables (no tables list, or\ninclude/exclude) or leaves a key out, it reads the source's catalog and prints\nthe tables found and, between two databases of one engine, the views, routines\nand triggers the post-load phase creates.\nExample: migrate validate -p orders.yaml")
+		fmt.Fprintln(fs.Output(), "usage: migrate validate -p PLAN\n\nChecks the plan file (errors name file:line:column), then the keys' collations of\nthe target tables that exist (read only; a target it cannot reach is skipped\nwith a warning). When the plan discovers its tables (no tables list, or\ninclude/exclude) or leaves a key out, it reads the source's catalog and prints\nthe tables found and, between two databases of one engine, the views, routines\nand triggers the post-load phase creates; or copies between engines: then it\nreads the source's table definitions, checks that every column's type maps and\nits values convert, and prints what a table migrate creates would not reproduce.\nExample: migrate validate -p orders.yaml")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -36,7 +38,9 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var src *sql.DB
 	var srcSQL dialect.Dialect
 	var objs *schema.Objects
-	if p.Unresolved() {
+	cross := p.Source.Engine() != p.Target.Engine()
+	var notes map[string][]string
+	if p.Unresolved() || cross {
 		if src, srcSQL, err = openDB(ctx, p.Source, dialect.Session{}); err != nil {
 			return fmt.Errorf("source %s: %w", p.Source, err)
 		}
@@ -46,6 +50,11 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		if objs, err = sameEngineObjects(ctx, p, src, srcSQL); err != nil {
 			return err
+		}
+		if cross {
+			if notes, err = checkTypes(ctx, p, src, srcSQL); err != nil {
+				return err
+			}
 		}
 	}
 	if err := checkTargets(ctx, p, src, srcSQL, stderr); err != nil {
@@ -59,6 +68,9 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			shards = strconv.Itoa(t.Shards)
 		}
 		fmt.Fprintf(stdout, "  %s -> %s key %v shards %s\n", t.Name, t.Target, t.Key, shards)
+		for _, n := range notes[t.Name] {
+			fmt.Fprintf(stdout, "    note, when migrate creates %s: %s\n", t.Target, n)
+		}
 	}
 	if objs != nil {
 		for _, st := range objs.Steps {
@@ -138,4 +150,40 @@ func sameEngineObjects(ctx context.Context, p *plans.Plan, db *sql.DB, d dialect
 		}
 	}
 	return schema.ReadObjects(ctx, db, d, names)
+}
+
+// checkTypes checks, for a plan between two engines, that every table's
+// columns map to the target engine (the plan's types: included) and that
+// their values convert, reading the source's definitions (never the
+// target); it returns by table what a target table migrate creates would
+// not reproduce (its notes).
+func checkTypes(ctx context.Context, p *plans.Plan, db *sql.DB, d dialect.Dialect) (map[string][]string, error) {
+	to, err := dialect.For(p.Target.Engine())
+	if err != nil {
+		return nil, err
+	}
+	n := len(p.Tables)
+	cols, defs := make([][]dialect.Column, n), make([]*dialect.TableDef, n)
+	tg := schema.Target{SQL: to, Source: d.Engine(), FenceColumn: p.FenceColumn, Targets: map[string][]string{}}
+	for i, t := range p.Tables {
+		if cols[i], err = schema.SourceColumns(ctx, db, d, t, p.FenceColumn); err != nil {
+			return nil, err
+		}
+		if defs[i], err = d.ReadTable(ctx, db, t.SourceIdent()); err != nil {
+			return nil, fmt.Errorf("source table %s: %w", t.Name, err)
+		}
+		if err := schema.CheckMax(ctx, db, d, to.Engine(), t, defs[i]); err != nil {
+			return nil, err
+		}
+		tg.Targets[strings.Join(defs[i].Name, ".")] = t.TargetIdent()
+	}
+	notes := map[string][]string{}
+	for i, t := range p.Tables {
+		c, err := tg.Creation(t, cols[i], defs[i])
+		if err != nil {
+			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
+		}
+		notes[t.Name] = c.Notes
+	}
+	return notes, nil
 }
