@@ -41,23 +41,32 @@ func pgNotExtension(cat, o string) string {
 	return `NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend e WHERE e.classid = '` + cat + `'::regclass AND e.objid = ` + o + ` AND e.deptype = 'e')`
 }
 
+// oidArray is the oids of the tables that exist, as an oid[] literal
+// ("{16384,16390}") to bind.
+func (p Postgres) oidArray(ctx context.Context, db Querier, tables [][]string) (string, error) {
+	oids := make([]string, 0, len(tables))
+	for _, t := range tables {
+		var oid *int64
+		if err := db.QueryRowContext(ctx, `SELECT to_regclass($1)::oid::bigint`, p.regclass(t)).Scan(&oid); err != nil {
+			return "", err
+		}
+		if oid != nil {
+			oids = append(oids, strconv.FormatInt(*oid, 10))
+		}
+	}
+	return "{" + strings.Join(oids, ",") + "}", nil
+}
+
 // NotMigrated implements Definitions: views and materialized views (with
 // the given tables they read), triggers, rules, policies, exclusion
 // constraints and grants of the given tables, routines, and sequences no
 // column owns that no default of the given tables uses (those are created
 // with the table that uses them, see Create).
 func (p Postgres) NotMigrated(ctx context.Context, db Querier, tables [][]string) ([]Object, error) {
-	oids := make([]string, 0, len(tables))
-	for _, t := range tables {
-		var oid *int64
-		if err := db.QueryRowContext(ctx, `SELECT to_regclass($1)::oid::bigint`, p.regclass(t)).Scan(&oid); err != nil {
-			return nil, err
-		}
-		if oid != nil {
-			oids = append(oids, strconv.FormatInt(*oid, 10))
-		}
+	arr, err := p.oidArray(ctx, db, tables)
+	if err != nil {
+		return nil, err
 	}
-	arr := "{" + strings.Join(oids, ",") + "}"
 	var out []Object
 	queries := []struct {
 		sql  string

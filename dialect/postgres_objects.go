@@ -3,7 +3,6 @@ package dialect
 import (
 	"context"
 	"database/sql"
-	"strconv"
 	"strings"
 )
 
@@ -17,17 +16,10 @@ func (p Postgres) SchemaObjects(ctx context.Context, db TxBeginner, tables [][]s
 		return nil, err
 	}
 	defer func() { _ = tx.Rollback() }()
-	copied := make([]string, 0, len(tables))
-	for _, t := range tables { // resolved before the search_path is emptied
-		var oid *int64
-		if err := tx.QueryRowContext(ctx, `SELECT to_regclass($1)::oid::bigint`, p.regclass(t)).Scan(&oid); err != nil {
-			return nil, err
-		}
-		if oid != nil {
-			copied = append(copied, strconv.FormatInt(*oid, 10))
-		}
+	tabs, err := p.oidArray(ctx, tx, tables) // resolved before the search_path is emptied
+	if err != nil {
+		return nil, err
 	}
-	tabs := "{" + strings.Join(copied, ",") + "}"
 	if _, err := tx.ExecContext(ctx, `SELECT set_config('search_path', '', true)`); err != nil {
 		return nil, err
 	}
