@@ -43,7 +43,7 @@ func (m MySQL) ReadTable(ctx context.Context, db Querier, table []string) (*Tabl
 	def := &TableDef{Engine: plans.MySQL}
 	cond = strings.ReplaceAll(cond, "table_", "t.table_")
 	err := db.QueryRowContext(ctx, `SELECT t.table_schema = DATABASE(), t.table_schema, t.table_name, COALESCE(t.table_comment, ''), COALESCE(t.create_options, ''),
-  COALESCE(t.engine, ''), COALESCE(t.table_collation, ''), COALESCE(l.character_set_name, ''), COALESCE(t.auto_increment, 0)
+  COALESCE(t.engine, ''), COALESCE(t.table_collation, ''), COALESCE(l.character_set_name, ''), LEAST(COALESCE(t.auto_increment, 0), 9223372036854775807)
 FROM information_schema.tables t LEFT JOIN information_schema.collations l ON l.collation_name = t.table_collation
 WHERE `+cond+` AND t.table_type IN ('BASE TABLE', 'SYSTEM VERSIONED')`, args...).
 		Scan(&inDB, &schema, &name, &def.Comment, &options, &def.StorageEngine, &def.Collation, &def.Charset, &next)
@@ -62,7 +62,7 @@ WHERE `+cond+` AND t.table_type IN ('BASE TABLE', 'SYSTEM VERSIONED')`, args...)
 	}
 	for i := range def.Columns {
 		if def.Columns[i].Identity == AutoIncrement {
-			def.Columns[i].Next = next // MySQL 8 caches it (information_schema_stats_expiry): a floor
+			def.Columns[i].Next = next // MySQL 8 caches it (information_schema_stats_expiry): a floor; an unsigned bigint counter past int64 reads as its max, which no PostgreSQL identity holds anyway
 		}
 	}
 	if err := m.readIndexes(ctx, db, def); err != nil {

@@ -219,10 +219,11 @@ func TestRun_TwoInstances(t *testing.T) {
 
 		a := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
 		b := startMigrate(t, "run", "-p", plan, "--json", "--instance", "b")
-		var total int64
+		var total, cut int64
 		for _, p := range []*proc{a, b} {
 			r := p.wait(t)
 			wantCode(t, r, 0)
+			cut += int64(strings.Count(r.stderr, "trying a smaller one"))
 			var rep runReport
 			decodeJSON(t, r, &rep)
 			if len(rep.Shards) != 4 || rep.StaleRejections != 0 || len(rep.Takeovers) != 0 {
@@ -241,8 +242,10 @@ func TestRun_TwoInstances(t *testing.T) {
 			t.Errorf("the instances wrote %d rows together, want %d", total, n)
 		}
 		assertSameRows(t, e, "big", "big", bigColumns, []string{"id"}, n)
-		if writes := w.settled(t, n); writes != n {
-			t.Errorf("the target saw %d row writes, want %d: no row is written twice without a crash", writes, n)
+		// Rolled-back attempts count too: at most a batch for each one the
+		// lease's runway cut (logged; a stall of the machine).
+		if writes := w.settled(t, n); writes < n || writes > n+cut*int64(e.batchSize) {
+			t.Errorf("the target saw %d row writes, want %d and at most a batch more for each of the %d attempts the runway cut: no row is written twice without a crash", writes, n, cut)
 		}
 	})
 }

@@ -240,8 +240,8 @@ func TestWholeDatabase(t *testing.T) {
 				t.Errorf("devices rows 3 and 4: %q, want %q", got, want)
 			}
 		}
-		if !slices.ContainsFunc(rep.NotMigrated, func(s string) bool { return strings.Contains(s, "customer_totals") }) {
-			t.Errorf("the run's summary does not report the view: %v", rep.NotMigrated)
+		if !same && !slices.ContainsFunc(rep.NotMigrated, func(s string) bool { return strings.Contains(s, "customer_totals") }) {
+			t.Errorf("the run's summary does not report the view (not created across engines): %v", rep.NotMigrated)
 		}
 
 		if e.src == pgEngine {
@@ -429,7 +429,7 @@ func TestPostLoad_HolderKilledTakeover(t *testing.T) {
 		plan := e.wholePlan(t)
 		auditLog := map[string]string{
 			"postgres": "CREATE TABLE audit_log (event_id uuid NOT NULL UNIQUE, occurred_at timestamptz NOT NULL DEFAULT now(), actor varchar(100) NOT NULL DEFAULT 'system', action varchar(50) NOT NULL, entity varchar(50), entity_id bigint, detail text)",
-			"mysql":    "CREATE TABLE audit_log (event_id char(36) NOT NULL UNIQUE, occurred_at timestamp(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), actor varchar(100) NOT NULL DEFAULT 'system', action varchar(50) NOT NULL, entity varchar(50), entity_id bigint, detail text) ENGINE=InnoDB",
+			"mysql":    "CREATE TABLE audit_log (event_id char(36) NOT NULL UNIQUE, occurred_at timestamp(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6), actor varchar(100) NOT NULL DEFAULT 'system', action varchar(50) NOT NULL, entity varchar(50), entity_id bigint, detail text) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci", // the source's collation: its keys are distinct under it
 		}
 		exec1(t, e.dstDB, auditLog[e.dst.name])
 		g := newGate(t, e.dst, e.dstDB, "audit_log", "1 = 1")
