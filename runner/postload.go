@@ -360,17 +360,13 @@ func (r *Runner) runPostLoad(ctx context.Context, lease *lock.Lease, log *slog.L
 	}
 	scan := r.scan
 	lctx := lease.Context()
-	for _, t := range r.plan.Tables {
+	for i, t := range r.plan.Tables {
 		def, err := r.dstD.ReadTable(lctx, scan, t.TargetIdent())
 		if err != nil {
 			return fmt.Errorf("target table %s: %w", t.Target, err)
 		}
-		if r.src != nil {
-			src, err := r.srcD.ReadTable(lctx, r.src, t.SourceIdent())
-			if err != nil {
-				return fmt.Errorf("source table %s: %w", t.Name, err)
-			}
-			sourceCounters(def, src)
+		if i < len(r.srcDefs) && r.srcDefs[i] != nil {
+			sourceCounters(def, r.srcDefs[i])
 		}
 		for _, st := range r.dstD.SequenceSteps(def) {
 			if err := r.runStep(lctx, scan, st); err != nil {

@@ -99,6 +99,9 @@ type Runner struct {
 	lockInTarget bool
 	fence        *fence.Fence
 	cursor       *cursor.Store
+	// srcDefs are the source tables' definitions as setup read them, in
+	// the plan's order: the post-load phase's counters come from them.
+	srcDefs []*dialect.TableDef
 
 	mu     sync.Mutex
 	report Report

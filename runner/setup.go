@@ -38,6 +38,7 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.srcDefs = in.defs
 	recorded, err := r.recordedSteps(ctx, r.dst)
 	if err != nil {
 		return nil, err
