@@ -22,15 +22,8 @@ import (
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/keyset"
+	"github.com/migrate-dev/migrate/lock"
 )
-
-// ErrHalted means automatic recovery gave up on the shard — max_retries
-// consecutive failures, a value that cannot cross to the target, rows owned
-// by another writer — and an operator must look at it.
-var ErrHalted = errors.New("batch: shard halted")
-
-// ErrLeaseLost means the lease could no longer be trusted, so writing stopped.
-var ErrLeaseLost = errors.New("batch: lease lost")
 
 // TargetSQL is what the copier needs from the target dialect.
 type TargetSQL interface {
@@ -47,7 +40,7 @@ type Fencer interface {
 
 // Cursor advances the checkpoint inside the batch transaction.
 type Cursor interface {
-	Advance(ctx context.Context, q cursor.Querier, s fence.Shard, lastKey []any, prevDone, rowsDone int64, t fence.Token) error
+	Advance(ctx context.Context, q fence.Querier, s fence.Shard, lastKey []any, prevDone, rowsDone int64, t fence.Token) error
 }
 
 // Spec is one shard's copy job.
@@ -131,8 +124,8 @@ func (c *Copier) Reader(spec Spec) *keyset.Reader {
 
 // Copy copies the shard from the checkpoint from (its LastKey, nil for the
 // start of the range, and its RowsDone) to the end of its range, writing
-// under lease. It returns ErrLeaseLost or a fence.ErrStale error when it
-// must stop writing, ErrHalted after MaxRetries consecutive failures or
+// under lease. It returns lock.ErrLost or a fence.ErrStale error when it
+// must stop writing, hold.ErrHalted after MaxRetries consecutive failures or
 // when the target holds rows written with a newer token.
 func (c *Copier) Copy(ctx context.Context, spec Spec, lease fence.Lease, from cursor.Checkpoint) (Result, error) {
 	done := from.RowsDone
@@ -232,5 +225,8 @@ func lost(ctx, lctx context.Context) error {
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
-	return fmt.Errorf("%w: %w", ErrLeaseLost, context.Cause(lctx))
+	if cause := context.Cause(lctx); !errors.Is(cause, lock.ErrLost) {
+		return fmt.Errorf("%w: %w", lock.ErrLost, cause)
+	}
+	return fmt.Errorf("stopped writing: %w", lock.ErrLost)
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/internal/testsvc"
+	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/plans"
 )
 
@@ -166,8 +168,8 @@ func TestCopier_NewerRowsHalt(t *testing.T) {
 	e := setup(t, 3000, 2)
 	mustExec(t, e.dst, `INSERT INTO items VALUES (1500, 'other', 1, 99)`)
 	res, err := e.copier.Copy(t.Context(), e.spec, newLease(t, 2), cursor.Checkpoint{})
-	if !errors.Is(err, batch.ErrHalted) {
-		t.Fatalf("Copy = %v, want ErrHalted", err)
+	if !errors.Is(err, hold.ErrHalted) {
+		t.Fatalf("Copy = %v, want hold.ErrHalted", err)
 	}
 	if res.Rows != 1000 {
 		t.Errorf("copied %d rows, want the 1000 before the foreign row's batch", res.Rows)
@@ -207,7 +209,7 @@ func TestCopier_LeaseLostStopsWriting(t *testing.T) {
 		}
 	}
 	_, err := e.copier.Copy(t.Context(), e.spec, l, cursor.Checkpoint{})
-	if !errors.Is(err, batch.ErrLeaseLost) {
+	if !errors.Is(err, lock.ErrLost) {
 		t.Fatalf("Copy = %v, want ErrLeaseLost", err)
 	}
 	if n := count(t, e.dst, `SELECT count(*) FROM items`); n != 3000 {
@@ -226,7 +228,7 @@ func TestCopier_NoBatchPastDeadline(t *testing.T) {
 		l.cancel(errors.New("local deadline passed"))
 	}()
 	_, err := e.copier.Copy(t.Context(), e.spec, l, cursor.Checkpoint{})
-	if !errors.Is(err, batch.ErrLeaseLost) {
+	if !errors.Is(err, lock.ErrLost) {
 		t.Fatalf("Copy = %v, want ErrLeaseLost", err)
 	}
 	if n := count(t, e.dst, `SELECT count(*) FROM items`); n != 0 {
@@ -238,8 +240,8 @@ func TestCopier_HaltsAfterRetries(t *testing.T) {
 	e := setup(t, 100, 1)
 	mustExec(t, e.dst, `ALTER TABLE items ADD CONSTRAINT cheap CHECK (price < 0.5)`)
 	_, err := e.copier.Copy(t.Context(), e.spec, newLease(t, 1), cursor.Checkpoint{})
-	if !errors.Is(err, batch.ErrHalted) {
-		t.Fatalf("Copy = %v, want ErrHalted", err)
+	if !errors.Is(err, hold.ErrHalted) {
+		t.Fatalf("Copy = %v, want hold.ErrHalted", err)
 	}
 	if n := count(t, e.dst, `SELECT count(*) FROM items`); n != 0 {
 		t.Errorf("target has %d rows, want 0: every attempt rolled back", n)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/keyset"
 )
 
@@ -71,7 +72,7 @@ func (c *Copier) pages(ctx context.Context, spec Spec, keyIdx []int, after []any
 			if c.SchemaCheck != nil && time.Since(checked) >= SchemaEvery {
 				checked = time.Now()
 				if err := c.SchemaCheck(ctx); err != nil {
-					return permanent{fmt.Errorf("%w: %w", ErrHalted, err)}
+					return permanent{fmt.Errorf("%w: %w", hold.ErrHalted, err)}
 				}
 			}
 			if raw.Load() && rc != nil {
@@ -119,7 +120,7 @@ func (c *Copier) readPage(ctx context.Context, rd *keyset.Reader, spec Spec, aft
 	var ce *keyset.ConvertError
 	switch {
 	case errors.As(err, &ce):
-		return nil, permanent{fmt.Errorf("%w: %s: %w", ErrHalted, spec.Shard, ce)}
+		return nil, permanent{fmt.Errorf("%w: %s: %w", hold.ErrHalted, spec.Shard, ce)}
 	case err != nil:
 		return nil, fmt.Errorf("read %s after %v: %w", spec.Shard, after, err)
 	}
@@ -135,11 +136,11 @@ func (c *Copier) checkSchema(ctx context.Context, rows int, err error) error {
 	case c.SchemaCheck == nil:
 	case err != nil && dialect.Classify(err) == dialect.Other:
 		if serr := c.SchemaCheck(ctx); serr != nil {
-			return permanent{fmt.Errorf("%w: %w (%w)", ErrHalted, serr, err)}
+			return permanent{fmt.Errorf("%w: %w (%w)", hold.ErrHalted, serr, err)}
 		}
 	case err == nil && rows == 0:
 		if serr := c.SchemaCheck(ctx); serr != nil {
-			return permanent{fmt.Errorf("%w: %w", ErrHalted, serr)}
+			return permanent{fmt.Errorf("%w: %w", hold.ErrHalted, serr)}
 		}
 	}
 	return err

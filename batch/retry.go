@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/internal/retry"
 )
 
@@ -17,7 +18,7 @@ func (p permanent) Error() string { return p.err.Error() }
 func (p permanent) Unwrap() error { return p.err }
 
 // retry runs fn until it succeeds, fails permanently, or fails
-// spec.MaxRetries+1 times in a row; then it returns ErrHalted with the last
+// spec.MaxRetries+1 times in a row; then it returns hold.ErrHalted with the last
 // error. A database that is unavailable (dialect.Unavailable) is waited
 // for up to spec.MaxOutage from its first such failure without counting
 // attempts; a batch that did not fit the lease's runway is tried again at
@@ -63,12 +64,12 @@ func (c *Copier) retry(ctx context.Context, spec Spec, what string, fn func() er
 		if c.OnFailure != nil {
 			c.OnFailure(sh, ex.Err)
 		}
-		return fmt.Errorf("%w: %s %s: the database has been unavailable for %v (max %v): %w", ErrHalted, what, sh, ex.Outage.Round(time.Second), spec.MaxOutage, ex.Err)
+		return fmt.Errorf("%w: %s %s: the database has been unavailable for %v (max %v): %w", hold.ErrHalted, what, sh, ex.Outage.Round(time.Second), spec.MaxOutage, ex.Err)
 	case errors.As(err, &ex):
 		if c.OnFailure != nil {
 			c.OnFailure(sh, ex.Err)
 		}
-		return fmt.Errorf("%w: %s %s failed %d times: %w", ErrHalted, what, sh, ex.Failures, ex.Err)
+		return fmt.Errorf("%w: %s %s failed %d times: %w", hold.ErrHalted, what, sh, ex.Failures, ex.Err)
 	}
 	return err
 }

@@ -3,9 +3,11 @@ package batch
 import (
 	"context"
 	"fmt"
-	"github.com/migrate-dev/migrate/fence"
 	"math"
 	"time"
+
+	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/hold"
 )
 
 // runwaySlack is the runway a batch needs beyond twice its expected time.
@@ -97,7 +99,7 @@ func (c *Copier) runway(ctx context.Context, spec Spec, lease fence.Lease, n int
 			if m < 1 {
 				if stalled {
 					return 0, permanent{fmt.Errorf("%w: %s: writing one row takes about %v and a batch starts only with twice its time left before the lease's local deadline, which renewals put at most %v ahead: raise lease_ttl",
-						ErrHalted, spec.Shard, p.perRow.Round(time.Microsecond), seen.Round(time.Millisecond))}
+						hold.ErrHalted, spec.Shard, p.perRow.Round(time.Microsecond), seen.Round(time.Millisecond))}
 				}
 			} else {
 				n = m

@@ -11,6 +11,7 @@ import (
 	"github.com/migrate-dev/migrate/batch"
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/hold"
 )
 
 // renewing is a lease renewed every ttl/3 whose local deadline is, like
@@ -94,7 +95,7 @@ func TestCopier_RowLongerThanRunwayHalts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	_, err := e.copier.Copy(ctx, e.spec, newRenewing(t, 400*time.Millisecond), cursor.Checkpoint{})
-	if !errors.Is(err, batch.ErrHalted) || !strings.Contains(err.Error(), "raise lease_ttl") {
-		t.Fatalf("Copy = %v, want ErrHalted naming lease_ttl", err)
+	if !errors.Is(err, hold.ErrHalted) || !strings.Contains(err.Error(), "raise lease_ttl") {
+		t.Fatalf("Copy = %v, want hold.ErrHalted naming lease_ttl", err)
 	}
 }

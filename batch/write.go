@@ -12,6 +12,7 @@ import (
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/keyset"
 )
 
@@ -127,7 +128,7 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work
 		// else (another plan, a re-shard) wrote this table. Not ours to
 		// overwrite, and not to be reported as copied.
 		return 0, 0, permanent{fmt.Errorf("%w: %d rows of the batch of %s up to %v hold a newer token than %d in the target; another writer owns them",
-			ErrHalted, skipped, spec.Shard, last, t)}
+			hold.ErrHalted, skipped, spec.Shard, last, t)}
 	}
 	if w.probe {
 		return ins, upd, nil
@@ -268,7 +269,7 @@ func (c *Copier) dataError(ctx context.Context, spec Spec, lease fence.Lease, ro
 	if col != "" {
 		where += fmt.Sprintf(", column %q", col)
 	}
-	return fmt.Errorf("%w: the target refused %s: %w; the whole batch was rolled back — fix the target column or the value, then `migrate resume`", ErrHalted, where, err)
+	return fmt.Errorf("%w: the target refused %s: %w; the whole batch was rolled back — fix the target column or the value, then `migrate resume`", hold.ErrHalted, where, err)
 }
 
 // columnByType names the one target column whose type the message

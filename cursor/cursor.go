@@ -56,13 +56,6 @@ type SQL interface {
 	CheckpointResume(byTable, byShard bool) string
 }
 
-// Querier is what the cursor needs from a transaction or pool.
-type Querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
 // Store runs the checkpoint statements of one target dialect.
 type Store struct {
 	sql SQL
@@ -74,7 +67,7 @@ func New(d SQL) *Store { return &Store{sql: d} }
 // Init creates the shard's pending checkpoint with its bounds unless one
 // exists; the first instance's bounds win. An existing checkpoint is only
 // read, never locked: a holder's batch may hold it.
-func (s *Store) Init(ctx context.Context, q Querier, sh fence.Shard, lo, hi any) error {
+func (s *Store) Init(ctx context.Context, q fence.Querier, sh fence.Shard, lo, hi any) error {
 	if _, err := s.Read(ctx, q, sh); err == nil {
 		return nil
 	}
@@ -112,17 +105,17 @@ func decodeBound(ns sql.NullString) (any, error) {
 }
 
 // Read returns the shard's checkpoint, or ErrNoCheckpoint.
-func (s *Store) Read(ctx context.Context, q Querier, sh fence.Shard) (Checkpoint, error) {
+func (s *Store) Read(ctx context.Context, q fence.Querier, sh fence.Shard) (Checkpoint, error) {
 	return s.read(ctx, q, sh, false)
 }
 
 // ReadForUpdate is Read as a locking read, for the takeover transaction
 // (C2): it sees the previous holder's last commit and keeps the row.
-func (s *Store) ReadForUpdate(ctx context.Context, q Querier, sh fence.Shard) (Checkpoint, error) {
+func (s *Store) ReadForUpdate(ctx context.Context, q fence.Querier, sh fence.Shard) (Checkpoint, error) {
 	return s.read(ctx, q, sh, true)
 }
 
-func (s *Store) read(ctx context.Context, q Querier, sh fence.Shard, lock bool) (Checkpoint, error) {
+func (s *Store) read(ctx context.Context, q fence.Querier, sh fence.Shard, lock bool) (Checkpoint, error) {
 	cp := Checkpoint{Shard: sh}
 	var lo, hi, last sql.NullString
 	var tok int64
@@ -155,7 +148,7 @@ func (s *Store) read(ctx context.Context, q Querier, sh fence.Shard, lock bool) 
 // all, from prevDone where this holder left it. It must run in the batch's
 // transaction, after the fence check. ErrMoved when the stored cursor is
 // elsewhere.
-func (s *Store) Advance(ctx context.Context, q Querier, sh fence.Shard, lastKey []any, prevDone, rowsDone int64, t fence.Token) error {
+func (s *Store) Advance(ctx context.Context, q fence.Querier, sh fence.Shard, lastKey []any, prevDone, rowsDone int64, t fence.Token) error {
 	k, err := EncodeKey(lastKey)
 	if err != nil {
 		return fmt.Errorf("cursor: %s: %w", sh, err)
@@ -173,7 +166,7 @@ func (s *Store) Advance(ctx context.Context, q Querier, sh fence.Shard, lastKey 
 }
 
 // SetState sets the shard's state, recording the writer's token.
-func (s *Store) SetState(ctx context.Context, q Querier, sh fence.Shard, st State, t fence.Token) error {
+func (s *Store) SetState(ctx context.Context, q fence.Querier, sh fence.Shard, st State, t fence.Token) error {
 	res, err := q.ExecContext(ctx, s.sql.CheckpointState(), string(st), int64(t), sh.Plan, sh.Table, sh.Index)
 	if err != nil {
 		return fmt.Errorf("cursor: set %s %s: %w", sh, st, err)
@@ -195,7 +188,7 @@ func oneRow(res sql.Result, sh fence.Shard) error {
 // Resume sets a plan's halted shards back to pending so instances take them
 // up again: every table when table is "", every shard when shard < 0. It
 // returns how many it resumed.
-func (s *Store) Resume(ctx context.Context, q Querier, plan, table string, shard int) (int64, error) {
+func (s *Store) Resume(ctx context.Context, q fence.Querier, plan, table string, shard int) (int64, error) {
 	args := []any{plan}
 	if table != "" {
 		args = append(args, table)
@@ -211,7 +204,7 @@ func (s *Store) Resume(ctx context.Context, q Querier, plan, table string, shard
 }
 
 // List returns every checkpoint of a plan, ordered by table and shard.
-func (s *Store) List(ctx context.Context, q Querier, plan string) ([]Checkpoint, error) {
+func (s *Store) List(ctx context.Context, q fence.Querier, plan string) ([]Checkpoint, error) {
 	rows, err := q.QueryContext(ctx, s.sql.CheckpointList(), plan)
 	if err != nil {
 		return nil, fmt.Errorf("cursor: list %s: %w", plan, err)

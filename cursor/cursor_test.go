@@ -73,7 +73,7 @@ func mustInit(t *testing.T, db *sql.DB, s *cursor.Store, sh fence.Shard, lo, hi 
 	}
 }
 
-func mustRead(t *testing.T, q cursor.Querier, s *cursor.Store, sh fence.Shard) cursor.Checkpoint {
+func mustRead(t *testing.T, q fence.Querier, s *cursor.Store, sh fence.Shard) cursor.Checkpoint {
 	t.Helper()
 	cp, err := s.Read(t.Context(), q, sh)
 	if err != nil {

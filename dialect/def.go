@@ -18,6 +18,12 @@ type Querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 }
 
+// DB runs statements and reads rows: a *sql.DB, *sql.Conn or *sql.Tx.
+type DB interface {
+	Querier
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
 // TableDef is a table's whole definition as its engine reports it: what a
 // target created by migrate needs to be usable by the application that
 // runs on it (issue 14). Expressions (defaults, checks, generated columns,

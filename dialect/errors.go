@@ -4,8 +4,11 @@ import (
 	"context"
 	"database/sql/driver"
 	"errors"
+	"log/slog"
 	"regexp"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/go-sql-driver/mysql"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -145,4 +148,24 @@ func ErrorColumn(err error) string {
 		}
 	}
 	return ""
+}
+
+// WhileUnavailable runs fn again, with backoff, while it fails because a
+// database or lock service dropped or reset the connection (Unavailable
+// but not refused: a wrong address is not worth waiting for), for up to
+// maxOutage; each retry is logged with msg.
+func WhileUnavailable(ctx context.Context, maxOutage time.Duration, log *slog.Logger, msg string, fn func() error) error {
+	kind := func(err error) retry.Kind {
+		if ctx.Err() == nil && Classify(err) == Unavailable && !errors.Is(err, syscall.ECONNREFUSED) {
+			return retry.Outage
+		}
+		return retry.Final
+	}
+	err := retry.Do(ctx, &retry.Budget{MaxOutage: maxOutage}, fn, kind, func(err error, _ retry.Kind, attempt int, wait time.Duration) {
+		log.Warn(msg, "err", err, "attempt", attempt, "backoff", wait)
+	})
+	if ex := (*retry.Exhausted)(nil); errors.As(err, &ex) {
+		return ex.Err
+	}
+	return err
 }

@@ -84,7 +84,7 @@ func (d *drill) handover() int64 {
 // outcomes works out, per shard the holder held, who finished it and what
 // stale writes the target kept.
 func (d *drill) outcomes(ctx context.Context) error {
-	st, err := d.status.Status(ctx)
+	st, err := d.status.Read(ctx)
 	if err != nil {
 		return err
 	}

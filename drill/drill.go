@@ -18,8 +18,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/runner"
+	"github.com/migrate-dev/migrate/status"
 )
 
 // Kind is a fault drill.
@@ -74,6 +76,9 @@ type Options struct {
 	// OpenRunner opens a runner of a plan, connected to its target and
 	// lock service and, unless targetOnly, its source (the CLI's wiring).
 	OpenRunner func(ctx context.Context, plan *plans.Plan, opts runner.Options, targetOnly bool) (*runner.Runner, error)
+	// OpenStatus opens the reader of a plan's state, on its target and
+	// lock service (the CLI's wiring); close closes them.
+	OpenStatus func(ctx context.Context, plan *plans.Plan, log *slog.Logger) (rd *status.Reader, close func(), err error)
 	ChildLog   io.Writer // the instances' logs, each line prefixed; nil: kept for the report only
 }
 
@@ -84,8 +89,8 @@ func (o *Options) defaults() error {
 	if o.Plan == nil {
 		return errors.New("drill: no plan")
 	}
-	if o.OpenRunner == nil {
-		return errors.New("drill: no OpenRunner")
+	if o.OpenRunner == nil || o.OpenStatus == nil {
+		return errors.New("drill: no OpenRunner or OpenStatus")
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
@@ -173,12 +178,12 @@ func prepare(ctx context.Context, o Options, tgt *target) error {
 	if err != nil {
 		return err
 	}
-	r, err := o.OpenRunner(ctx, o.Plan, runner.Options{Log: o.Log}, true)
+	rd, closeStatus, err := o.OpenStatus(ctx, o.Plan, o.Log)
 	if err != nil {
 		return err
 	}
-	defer r.Close()
-	st, err := r.Status(ctx)
+	defer closeStatus()
+	st, err := rd.Read(ctx)
 	if err != nil {
 		return err
 	}
@@ -193,7 +198,7 @@ func prepare(ctx context.Context, o Options, tgt *target) error {
 	if len(st.Tables) > 0 {
 		dirt = append(dirt, fmt.Sprintf("the target holds %d checkpoints of plan %s", len(st.Tables), o.Plan.Name))
 	}
-	n, err := r.RememberedLeases(ctx)
+	n, units, err := rd.Remembered(ctx)
 	if err != nil {
 		return err
 	}
@@ -208,8 +213,10 @@ func prepare(ctx context.Context, o Options, tgt *target) error {
 			ErrNotFresh, strings.Join(dirt, ", "))
 	}
 	o.Log.Warn("--reset: dropping the plan's target tables, checkpoints, watermarks and leases", "plan", o.Plan.Name, "found", strings.Join(dirt, ", "))
-	if err := r.ForgetLeases(ctx); err != nil {
-		return err
+	for _, u := range units {
+		if err := rd.Locker.Forget(ctx, hold.Base(u)); err != nil {
+			return fmt.Errorf("lock %s: %w", rd.Locker, err)
+		}
 	}
 	return tgt.reset(ctx)
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/migrate-dev/migrate/internal/retry"
 	"github.com/migrate-dev/migrate/internal/svcproc"
 	"github.com/migrate-dev/migrate/plans"
-	"github.com/migrate-dev/migrate/runner"
+	"github.com/migrate-dev/migrate/status"
 )
 
 // Instance labels: the holder is drill-a, the standbys drill-b, drill-c, …
@@ -40,7 +40,8 @@ type drill struct {
 	rep      *Report
 	start    time.Time
 	log      *slog.Logger
-	status   *runner.Runner
+	status   *status.Reader
+	closeSt  func()
 	w        *watcher
 	holder   *child
 	standbys []*child
@@ -102,8 +103,8 @@ func (d *drill) close() {
 			p.Close()
 		}
 	}
-	if d.status != nil {
-		d.status.Close()
+	if d.closeSt != nil {
+		d.closeSt()
 	}
 	if d.lockSrv != nil {
 		d.lockSrv.Kill()
@@ -123,7 +124,7 @@ func (d *drill) drive(ctx context.Context, persistence string) error {
 	if err != nil {
 		return err
 	}
-	if d.status, err = d.o.OpenRunner(ctx, d.plan, runner.Options{Log: slog.New(slog.DiscardHandler)}, true); err != nil {
+	if d.status, d.closeSt, err = d.o.OpenStatus(ctx, d.plan, slog.New(slog.DiscardHandler)); err != nil {
 		return err
 	}
 	d.rep.PredictedRtoMs = d.status.PredictedRTO().Milliseconds()
@@ -210,7 +211,7 @@ func (d *drill) shards() []shardKey {
 	return out
 }
 
-func rowsDone(st *runner.Status) int64 {
+func rowsDone(st *status.Status) int64 {
 	var n int64
 	for _, t := range st.Tables {
 		n += t.RowsDone
@@ -222,14 +223,14 @@ func rowsDone(st *runner.Status) int64 {
 // committed FaultAfter rows, and records its owner id and tokens.
 func (d *drill) waitHolder(ctx context.Context) error {
 	var finished string
-	err := d.w.waitFor(ctx, 2*time.Minute, "the holder holding every shard with "+fmt.Sprint(d.o.FaultAfter)+" rows committed", func(st *runner.Status) bool {
+	err := d.w.waitFor(ctx, 2*time.Minute, "the holder holding every shard with "+fmt.Sprint(d.o.FaultAfter)+" rows committed", func(st *status.Status) bool {
 		for _, t := range st.Tables {
 			if t.State == "done" {
 				finished = fmt.Sprintf("%s#%d", t.Table, t.Shard)
 				return true
 			}
 		}
-		held := map[shardKey]runner.LeaseStatus{}
+		held := map[shardKey]status.LeaseStatus{}
 		for _, l := range st.Leases {
 			if strings.HasPrefix(l.Owner, holderName+"-") {
 				held[shardKey{l.Table, l.Shard}] = l
@@ -283,7 +284,7 @@ func (d *drill) waitStandbys(ctx context.Context) error {
 // the holder held.
 func (d *drill) takeoverSeen(ctx context.Context) error {
 	ttl := d.plan.LeaseTTL
-	err := d.w.waitFor(ctx, 5*ttl+30*time.Second, "a takeover of every shard", func(st *runner.Status) bool {
+	err := d.w.waitFor(ctx, 5*ttl+30*time.Second, "a takeover of every shard", func(st *status.Status) bool {
 		n := 0
 		for _, t := range st.Tables {
 			if tok, ok := d.tokens[shardKey{t.Table, t.Shard}]; ok && t.Watermark > tok && !strings.HasPrefix(t.Holder, holderName+"-") {

@@ -7,20 +7,20 @@ import (
 	"sync"
 	"time"
 
-	"github.com/migrate-dev/migrate/runner"
+	"github.com/migrate-dev/migrate/status"
 )
 
 // watcher samples the plan's durable state (`migrate status`: checkpoints,
 // fence watermarks, leases) while a drill runs, and records every change of
 // a shard's lease or watermark.
 type watcher struct {
-	r     *runner.Runner
+	r     *status.Reader
 	every time.Duration
 	start time.Time
 	log   *slog.Logger
 
 	mu      sync.Mutex
-	last    *runner.Status
+	last    *status.Status
 	changed chan struct{} // closed and replaced at each new sample
 	history []Event
 	seen    map[string]Event // last event per shard and kind
@@ -37,7 +37,7 @@ type Event struct {
 	Token int64  `json:"token"`
 }
 
-func newWatcher(r *runner.Runner, ttl time.Duration, start time.Time, log *slog.Logger) *watcher {
+func newWatcher(r *status.Reader, ttl time.Duration, start time.Time, log *slog.Logger) *watcher {
 	return &watcher{r: r, every: min(max(ttl/20, 20*time.Millisecond), 250*time.Millisecond), start: start, log: log,
 		changed: make(chan struct{}), seen: map[string]Event{}}
 }
@@ -47,7 +47,7 @@ func (w *watcher) run(ctx context.Context) {
 	t := time.NewTicker(w.every)
 	defer t.Stop()
 	for {
-		st, err := w.r.Status(ctx)
+		st, err := w.r.Read(ctx)
 		if err == nil {
 			w.record(st)
 		} else if ctx.Err() == nil {
@@ -61,7 +61,7 @@ func (w *watcher) run(ctx context.Context) {
 	}
 }
 
-func (w *watcher) record(st *runner.Status) {
+func (w *watcher) record(st *status.Status) {
 	at := time.Since(w.start).Milliseconds()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -104,7 +104,7 @@ func (w *watcher) events() []Event {
 
 // latest returns the last sample (nil before the first) and a channel
 // closed at the next one.
-func (w *watcher) latest() (*runner.Status, <-chan struct{}) {
+func (w *watcher) latest() (*status.Status, <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.last, w.changed
@@ -119,7 +119,7 @@ func (e errAborted) Error() string {
 
 // waitFor waits until cond holds for a sample, at most limit; it fails
 // early when one of alive exits.
-func (w *watcher) waitFor(ctx context.Context, limit time.Duration, what string, cond func(*runner.Status) bool, alive ...*child) error {
+func (w *watcher) waitFor(ctx context.Context, limit time.Duration, what string, cond func(*status.Status) bool, alive ...*child) error {
 	timeout := time.NewTimer(limit)
 	defer timeout.Stop()
 	for {

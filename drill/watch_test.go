@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/migrate-dev/migrate/runner"
+	"github.com/migrate-dev/migrate/status"
 )
 
 func TestWatcher_record(t *testing.T) {
@@ -14,20 +14,20 @@ func TestWatcher_record(t *testing.T) {
 	if w.every != 100*time.Millisecond {
 		t.Errorf("sampling every %v, want TTL/20", w.every)
 	}
-	shard := func(tok int64, holder string) runner.ShardStatus {
-		return runner.ShardStatus{Table: "big", Shard: 0, Watermark: tok, Holder: holder}
+	shard := func(tok int64, holder string) status.ShardStatus {
+		return status.ShardStatus{Table: "big", Shard: 0, Watermark: tok, Holder: holder}
 	}
-	lease := func(owner string, tok int64) []runner.LeaseStatus {
-		return []runner.LeaseStatus{{Table: "big", Shard: 0, Owner: owner, Token: tok}}
+	lease := func(owner string, tok int64) []status.LeaseStatus {
+		return []status.LeaseStatus{{Table: "big", Shard: 0, Owner: owner, Token: tok}}
 	}
-	for _, st := range []*runner.Status{
-		{Tables: []runner.ShardStatus{}},                                     // before setup: nothing
-		{Tables: []runner.ShardStatus{shard(0, "")}},                         // checkpoint, no lease yet: nothing
-		{Tables: []runner.ShardStatus{shard(1, "a")}, Leases: lease("a", 1)}, // a holds
-		{Tables: []runner.ShardStatus{shard(1, "a")}, Leases: lease("a", 1)}, // unchanged
-		{Tables: []runner.ShardStatus{shard(1, "a")}},                        // a's lease expired
-		{Tables: []runner.ShardStatus{shard(1, "a")}, Leases: lease("b", 2)}, // b acquired
-		{Tables: []runner.ShardStatus{shard(2, "b")}, Leases: lease("b", 2)}, // b claimed the fence
+	for _, st := range []*status.Status{
+		{Tables: []status.ShardStatus{}},                                     // before setup: nothing
+		{Tables: []status.ShardStatus{shard(0, "")}},                         // checkpoint, no lease yet: nothing
+		{Tables: []status.ShardStatus{shard(1, "a")}, Leases: lease("a", 1)}, // a holds
+		{Tables: []status.ShardStatus{shard(1, "a")}, Leases: lease("a", 1)}, // unchanged
+		{Tables: []status.ShardStatus{shard(1, "a")}},                        // a's lease expired
+		{Tables: []status.ShardStatus{shard(1, "a")}, Leases: lease("b", 2)}, // b acquired
+		{Tables: []status.ShardStatus{shard(2, "b")}, Leases: lease("b", 2)}, // b claimed the fence
 	} {
 		w.record(st)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/keyset"
+	"github.com/migrate-dev/migrate/postload"
 )
 
 // DryRun is what a run would do, found without a lease and without writing
@@ -66,7 +67,7 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	recorded, err := r.recordedSteps(ctx, r.dst)
+	recorded, err := r.steps.Recorded(ctx, r.dst)
 	if err != nil {
 		return nil, err
 	}
@@ -74,12 +75,12 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 	recordedObj := map[string]bool{}
 	for _, s := range recorded {
 		switch {
-		case isObjectStep(s.Kind):
+		case postload.IsObject(s.Kind):
 			recordedObj[s.Kind+"\x00"+s.Name] = true
-			if s.state != "done" {
+			if s.State != postload.Done {
 				objects = append(objects, s.SQL)
 			}
-		case s.seq == 0 || s.state == "done":
+		case s.Seq == 0 || s.State == postload.Done:
 		case s.Kind == dialect.StepForeignKey:
 			fks = append(fks, s.SQL)
 		default:
@@ -114,7 +115,7 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 		} else {
 			dt.Schema = append(dt.Schema, schemaDiff(p.Src, p.Dst, r.plan.FenceColumn, len(p.DDL) > 0, r.srcD.Engine() == r.dstD.Engine())...)
 		}
-		sourceCounters(p.Def, in.defs[i])
+		postload.SourceCounters(p.Def, in.defs[i])
 		for _, st := range r.dstD.SequenceSteps(p.Def) {
 			sequences = append(sequences, st.SQL)
 		}

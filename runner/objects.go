@@ -26,16 +26,6 @@ func (r *Runner) readObjects(ctx context.Context, defs []*dialect.TableDef) (*sc
 	return schema.ReadObjects(ctx, r.src, r.srcD, names)
 }
 
-// isObjectStep says whether a step creates a schema object (not an
-// index, a foreign key or a sequence reset).
-func isObjectStep(kind string) bool {
-	switch kind {
-	case dialect.StepFunction, dialect.StepProcedure, dialect.StepView, dialect.StepMaterializedView, dialect.StepTrigger:
-		return true
-	}
-	return false
-}
-
 // notMigrated lists the source's objects that a run does not copy: those
 // the post-load phase creates left out, those it cannot create with why.
 func (r *Runner) notMigrated(ctx context.Context, in *sources) ([]string, error) {

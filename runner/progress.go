@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/migrate-dev/migrate/fence"
-	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/records"
 )
 
@@ -25,7 +25,7 @@ type rate struct {
 const publishEvery = time.Second
 
 // startRate begins measuring a shard this instance now holds.
-func (r *Runner) startRate(s fence.Shard, lease *lock.Lease) {
+func (r *Runner) startRate(s fence.Shard, lease hold.Lease) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.rates[s] = &rate{owner: lease.Owner(), lastAt: time.Now()}

@@ -8,7 +8,9 @@ import (
 	"strings"
 
 	"github.com/migrate-dev/migrate/batch"
+	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
+	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/typemap"
@@ -71,7 +73,7 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 	held, err := r.holdAll(ctx, t)
 	defer func() {
 		for _, h := range held {
-			r.release(ctx, h.lease)
+			r.loop.Release(ctx, h.Lease)
 		}
 	}()
 	if err != nil {
@@ -141,9 +143,9 @@ func (r *Runner) recopy(ctx context.Context, c *batch.Copier, spec batch.Spec, h
 			}
 			h := held[i]
 			spec.Shard = h.cp.Shard
-			ins, upd, err := c.WriteRows(ctx, spec, h.lease, group)
+			ins, upd, err := c.WriteRows(ctx, spec, h.Lease, group)
 			if err != nil {
-				return n, r.fenced(ctx, h.lease, h.cp.Shard, err)
+				return n, r.loop.Fenced(ctx, h.Claim, err)
 			}
 			n += ins + upd
 		}
@@ -161,14 +163,20 @@ func (r *Runner) deleteExtra(ctx context.Context, c *batch.Copier, spec batch.Sp
 			}
 			h := held[i]
 			spec.Shard = h.cp.Shard
-			d, err := c.DeleteRows(spec, h.lease, group)
+			d, err := c.DeleteRows(spec, h.Lease, group)
 			if err != nil {
-				return n, r.fenced(ctx, h.lease, h.cp.Shard, err)
+				return n, r.loop.Fenced(ctx, h.Claim, err)
 			}
 			n += d
 		}
 	}
 	return n, nil
+}
+
+// claim is a shard repair holds, with its checkpoint as the claim read it.
+type claim struct {
+	*hold.Claim
+	cp cursor.Checkpoint
 }
 
 // holdAll takes the lease of every shard of a table and claims its fence,
@@ -183,18 +191,20 @@ func (r *Runner) holdAll(ctx context.Context, t plans.Table) ([]*claim, error) {
 		if cp.Shard.Table != t.Target {
 			continue
 		}
-		c, err := r.claimShard(ctx, cp.Shard, r.log.With("shard", cp.Shard.String()))
+		w := &shardWork{r: r, log: r.log.With("shard", cp.Shard.String())}
+		w.j.spec.Shard = cp.Shard
+		c, err := r.loop.Hold(ctx, cp.Shard, w)
 		var h *lock.HeldError
 		switch {
 		case errors.As(err, &h):
 			return held, fmt.Errorf("shard %s is held by %s: repair once the run has finished", cp.Shard, h.Owner)
 		case err != nil:
 			if c != nil {
-				r.release(ctx, c.lease)
+				r.loop.Release(ctx, c.Lease)
 			}
 			return held, err
 		}
-		held = append(held, c)
+		held = append(held, &claim{c, w.cp})
 	}
 	if len(held) == 0 {
 		return nil, fmt.Errorf("table %s has no checkpoints in the target: run the plan first", t.Name)

@@ -1,8 +1,7 @@
 package runner
 
 import (
-	"encoding/json"
-
+	"github.com/migrate-dev/migrate/postload"
 	"github.com/migrate-dev/migrate/verify"
 )
 
@@ -22,7 +21,7 @@ type Report struct {
 	Verify          *Verification `json:"verify"` // null when skipped
 	// PostLoad is the post-load phase (sequence resets, secondary
 	// indexes, foreign keys); null when the run stopped before it.
-	PostLoad *PostLoadReport `json:"post_load"`
+	PostLoad *postload.Report `json:"post_load"`
 	// Notes are what of the source the target does not reproduce, and
 	// the source's objects that are not copied (views, triggers,
 	// routines, grants): never silently left out.
@@ -78,71 +77,4 @@ type ShardResult struct {
 type Verification struct {
 	Equal  bool            `json:"equal"`
 	Tables []verify.Result `json:"tables"`
-}
-
-// Status is the durable state of a plan, for operators (SPEC §4).
-type Status struct {
-	Plan   string        `json:"plan"`
-	Tables []ShardStatus `json:"tables"`
-	Leases []LeaseStatus `json:"leases"`
-	Totals []TableTotal  `json:"totals"` // per table of the plan, in plan order
-	// PostLoad is the post-load phase; null before setup recorded it.
-	PostLoad *PostLoadStatus `json:"post_load"`
-}
-
-// PostLoadStatus is the post-load phase's state (pending, running, done,
-// halted) and its steps (indexes, foreign keys), done or not.
-type PostLoadStatus struct {
-	State     string `json:"state"`
-	Steps     int    `json:"steps"`
-	StepsDone int    `json:"steps_done"`
-}
-
-// TableTotal sums a table's shards. RowsEstimated is the source's estimate
-// that the holders publish (null before any did); RowsPerSec sums the
-// running shards' rates, and EtaMs is the rows left at that pace (null
-// while no running shard has a rate, 0 when every shard is done).
-type TableTotal struct {
-	Table         string   `json:"table"`
-	Target        string   `json:"target"`
-	Shards        int      `json:"shards"`
-	ShardsDone    int      `json:"shards_done"`
-	ShardsRunning int      `json:"shards_running"`
-	RowsDone      int64    `json:"rows_done"`
-	RowsEstimated *int64   `json:"rows_estimated"`
-	RowsPerSec    *float64 `json:"rows_per_sec"`
-	EtaMs         *int64   `json:"eta_ms"`
-}
-
-// ShardStatus is one checkpoint row.
-type ShardStatus struct {
-	Table     string          `json:"table"`
-	Target    string          `json:"target"`
-	Shard     int             `json:"shard"`
-	State     string          `json:"state"`
-	RowsDone  int64           `json:"rows_done"`
-	LastKey   json.RawMessage `json:"last_key"`
-	Token     int64           `json:"token"`
-	UpdatedAt string          `json:"updated_at"`
-	Watermark int64           `json:"watermark"`
-	Holder    string          `json:"holder"`
-	// Takeovers counts the shard's takeovers within the plan's
-	// takeover_window (the target keeps them); LastTakeover is the last one, as
-	// in run --json takeovers[], or null.
-	Takeovers    int64           `json:"takeovers"`
-	LastTakeover json.RawMessage `json:"last_takeover"`
-	// RowsPerSec and EtaMs are what the lease's current holder published
-	// within the last TTL (null otherwise); EtaMs is 0 for a done shard.
-	RowsPerSec *float64 `json:"rows_per_sec"`
-	EtaMs      *int64   `json:"eta_ms"`
-}
-
-// LeaseStatus is one live lease in the lock service.
-type LeaseStatus struct {
-	Table  string `json:"table"`
-	Target string `json:"target"`
-	Shard  int    `json:"shard"`
-	Owner  string `json:"owner"`
-	Token  int64  `json:"token"`
-	TTLMs  int64  `json:"ttl_ms"`
 }

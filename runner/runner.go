@@ -1,7 +1,7 @@
-// Package runner is the orchestration of a run (SPEC §6): for every shard of
-// a plan, acquire the lease or wait as a standby, take over (strict fence
-// claim and cursor read in one transaction), copy, mark done, release; then
-// check each table. It also reads the durable state for `status`.
+// Package runner is the orchestration of a run (SPEC §6): setup, then every
+// shard of the plan copied as a leased unit of work (hold), then the
+// post-load phase (postload), then the verification of each table; and
+// repair, the dry run and resume.
 package runner
 
 import (
@@ -13,36 +13,32 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/migrate-dev/migrate/batch"
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
-	"github.com/migrate-dev/migrate/internal/retry"
+	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/metrics"
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/postload"
 	"github.com/migrate-dev/migrate/records"
 )
 
-// Errors the CLI maps to exit codes (SPEC §4).
+// Errors the CLI maps to exit codes (SPEC §4), beside hold.ErrFenced
+// (exit 4) and hold.ErrHalted (exit 5).
 var (
-	// ErrFenced: this instance lost its lease or its token was refused, and
-	// it stopped writing (exit 4).
-	ErrFenced = errors.New("fenced: this instance lost its lease or its token was refused; it stopped writing")
-	// ErrHalted: a shard is halted and needs an operator (exit 5).
-	ErrHalted = errors.New("halted: a shard needs an operator")
 	// ErrDiff: verification found differences (exit 3).
 	ErrDiff = errors.New("verification found differences")
 	// ErrInternal: a bug (a panic) stopped a shard (exit 70).
 	ErrInternal = errors.New("internal error")
 )
 
-// Progress receives row counts as batches commit or rows are verified (a
-// progress bar); what names the phase ("copying", "verifying").
-type Progress interface {
+// ProgressBar receives row counts as batches commit or rows are verified;
+// what names the phase ("copying", "verifying").
+type ProgressBar interface {
 	Start(what string, total, done int64)
 	Add(rows int64)
 	Finish()
@@ -54,7 +50,7 @@ type Options struct {
 	Owner    string // lease owner id, unique per process start (lock.NewOwnerID)
 	NoVerify bool
 	Log      *slog.Logger
-	Progress Progress         // may be nil
+	Progress ProgressBar      // may be nil
 	Metrics  *metrics.Metrics // may be nil
 	// Parallel caps the shards this instance holds at once, so that other
 	// instances of the plan find free shards to take (0: from the cores and
@@ -98,6 +94,9 @@ type Runner struct {
 	// lockInTarget: Services.LockInTarget.
 	lockInTarget bool
 	fence        *fence.Fence
+	unitFence    hold.Fence // the fence as the units use it
+	loop         *hold.Loop // runs the shards and the post-load phase
+	steps        postload.Store
 	cursor       *cursor.Store
 	// srcDefs are the source tables' definitions as setup read them, in
 	// the plan's order: the post-load phase's counters come from them.
@@ -110,7 +109,6 @@ type Runner struct {
 	// name); rates the pace of the shards this instance holds.
 	tableRows map[string]int64
 	rates     map[fence.Shard]*rate
-	slots     chan struct{} // one per shard held at once (Options.Parallel)
 }
 
 // New is a Runner of plan working with svc, its pools sized for
@@ -122,25 +120,14 @@ func New(plan *plans.Plan, opts Options, svc Services) *Runner {
 	r := &Runner{plan: plan, opts: opts, log: opts.Log, rates: map[fence.Shard]*rate{},
 		src: svc.Source, srcD: svc.SourceSQL, dst: svc.Target, dstD: svc.TargetSQL, openScan: svc.OpenScan,
 		locker: svc.Locker, lockInTarget: svc.LockInTarget, records: svc.Records, fence: svc.Fence, cursor: svc.Cursor}
+	r.unitFence = hold.Target{DB: r.dst, SQL: r.dstD, Fence: r.fence}
+	r.loop = &hold.Loop{Leases: hold.Locker{Locker: r.locker}, Fence: r.unitFence, Owner: opts.Owner, Log: r.log,
+		MaxRetries: plan.MaxRetries, MaxOutage: plan.MaxOutage, Observe: r.observe}
+	r.steps = postload.Store{Plan: plan.Name, SQL: r.dstD}
 	if r.dst != nil {
 		r.sizePools()
 	}
 	return r
-}
-
-// RenewFailed is the lock.Options.OnRenewFailure of a plan's locker: it
-// counts a failed lease renewal in the shard's metrics.
-func RenewFailed(plan *plans.Plan, m *metrics.Metrics) func(base string, _ error) {
-	return func(base string, _ error) {
-		for _, t := range plan.Tables {
-			for i := range t.Shards {
-				if s := (fence.Shard{Plan: plan.Name, Table: t.Target, Index: i}); leaseBase(s) == base {
-					m.RenewalFailed(s.Table, s.Index)
-					return
-				}
-			}
-		}
-	}
 }
 
 // sizePools caps an instance's connections to each database: two for each
@@ -206,28 +193,10 @@ func (r *Runner) Ping(ctx context.Context) error {
 	return r.whileUnavailable(ctx, "unavailable at start, retrying", func() error { return r.pingOnce(ctx) })
 }
 
-// whileUnavailable is WhileUnavailable for up to the plan's max_outage.
+// whileUnavailable is dialect.WhileUnavailable for up to the plan's
+// max_outage.
 func (r *Runner) whileUnavailable(ctx context.Context, msg string, fn func() error) error {
-	return WhileUnavailable(ctx, r.plan.MaxOutage, r.log, msg, fn)
-}
-
-// WhileUnavailable runs fn again, with backoff, while it fails because a
-// database or lock service dropped or reset the connection (dialect.Unavailable
-// but not refused), for up to maxOutage; each retry is logged with msg.
-func WhileUnavailable(ctx context.Context, maxOutage time.Duration, log *slog.Logger, msg string, fn func() error) error {
-	kind := func(err error) retry.Kind {
-		if ctx.Err() == nil && dialect.Classify(err) == dialect.Unavailable && !errors.Is(err, syscall.ECONNREFUSED) {
-			return retry.Outage
-		}
-		return retry.Final
-	}
-	err := retry.Do(ctx, &retry.Budget{MaxOutage: maxOutage}, fn, kind, func(err error, _ retry.Kind, attempt int, wait time.Duration) {
-		log.Warn(msg, "err", err, "attempt", attempt, "backoff", wait)
-	})
-	if ex := (*retry.Exhausted)(nil); errors.As(err, &ex) {
-		return ex.Err
-	}
-	return err
+	return dialect.WhileUnavailable(ctx, r.plan.MaxOutage, r.log, msg, fn)
 }
 
 func (r *Runner) pingOnce(ctx context.Context) error {
@@ -257,11 +226,6 @@ func (r *Runner) Close() {
 	if r.locker != nil {
 		_ = r.locker.Close()
 	}
-}
-
-// leaseBase names one shard's lease (lock.ShardBase).
-func leaseBase(s fence.Shard) string {
-	return lock.ShardBase(s.Plan, s.Table, s.Index)
 }
 
 // Run copies every shard of the plan, as holder or standby, until each is
@@ -295,7 +259,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		r.sizePools()
 	}
 	r.report.Parallel = r.opts.Parallel
-	r.slots = make(chan struct{}, r.opts.Parallel)
+	r.loop.Slots = make(chan struct{}, r.opts.Parallel)
 	pctx, stopPublishing := context.WithCancel(ctx)
 	defer stopPublishing()
 	go r.publishRates(pctx)
@@ -313,7 +277,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 					errs[i] = fmt.Errorf("%w: shard %s: %v\n%s", ErrInternal, j.spec.Shard, v, debug.Stack())
 				}
 			}()
-			errs[i] = r.runShard(ctx, j)
+			errs[i] = r.loop.Run(ctx, j.spec.Shard, r.shardWork(j))
 		}()
 	}
 	wg.Wait()
@@ -323,7 +287,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	if r.opts.Progress != nil {
 		r.opts.Progress.Finish()
 	}
-	if err := r.whileUnavailable(ctx, "post-load phase interrupted, retrying", func() error { return r.postLoad(ctx) }); err != nil {
+	if err := r.postLoad(ctx); err != nil {
 		return r.finish(start), err
 	}
 	if r.nothingDone() {

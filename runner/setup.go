@@ -14,6 +14,7 @@ import (
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/postload"
 	"github.com/migrate-dev/migrate/schema"
 	"github.com/migrate-dev/migrate/typemap"
 )
@@ -39,7 +40,7 @@ func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
 		return nil, err
 	}
 	r.srcDefs = in.defs
-	recorded, err := r.recordedSteps(ctx, r.dst)
+	recorded, err := r.steps.Recorded(ctx, r.dst)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +141,7 @@ func (r *Runner) sourceColumns(ctx context.Context, t plans.Table) ([]dialect.Co
 // target is the plan's target as setup prepares it: defs are the source
 // tables' definitions, in the plan's order; recorded the post-load steps
 // the plan has recorded.
-func (r *Runner) target(defs []*dialect.TableDef, recorded []stepRow) schema.Target {
+func (r *Runner) target(defs []*dialect.TableDef, recorded postload.Steps) schema.Target {
 	targets := map[string][]string{}
 	for i, t := range r.plan.Tables {
 		if defs[i] != nil {
@@ -149,10 +150,10 @@ func (r *Runner) target(defs []*dialect.TableDef, recorded []stepRow) schema.Tar
 	}
 	rec := map[string]map[string]bool{}
 	for _, s := range recorded {
-		if rec[s.table] == nil {
-			rec[s.table] = map[string]bool{}
+		if rec[s.Target] == nil {
+			rec[s.Target] = map[string]bool{}
 		}
-		rec[s.table][s.Name] = true
+		rec[s.Target][s.Name] = true
 	}
 	tg := schema.Target{SQL: r.dstD, Source: r.srcD.Engine(), FenceColumn: r.plan.FenceColumn, Targets: targets, Recorded: rec}
 	if r.src != nil {
@@ -207,7 +208,7 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 			r.dropCreated(conn, created)
 		}
 	}()
-	var db schema.Conn = conn
+	var db dialect.DB = conn
 	if r.dstD.TransactionalDDL() {
 		tx, berr := conn.BeginTx(ctx, nil)
 		if berr != nil {
@@ -216,7 +217,7 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 		defer func() { _ = tx.Rollback() }() // after Commit: sql.ErrTxDone, nothing done
 		db = tx
 	}
-	recorded, err := r.recordedSteps(ctx, db)
+	recorded, err := r.steps.Recorded(ctx, db)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +236,11 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 			return nil, schema.StmtError("create helper tables", h, err)
 		}
 	}
-	if err := r.recordSteps(ctx, db, preps, in.objects.Steps, recorded); err != nil {
+	tables := make([]postload.TableSteps, len(preps))
+	for i, t := range r.plan.Tables {
+		tables[i] = postload.TableSteps{Target: t.Target, Steps: preps[i].Steps}
+	}
+	if err := r.steps.Record(ctx, db, tables, in.objects.Steps, recorded); err != nil {
 		return nil, err
 	}
 	if err := r.dropForeignKeys(ctx, db, preps, recorded); err != nil {
@@ -264,7 +269,7 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 // runDDL runs each table's DDL first, so that a user without the rights
 // to run it changes nothing. A table created where DDL commits itself is
 // added to created.
-func (r *Runner) runDDL(ctx context.Context, db schema.Conn, preps []*schema.Prepared, created *[][]string) error {
+func (r *Runner) runDDL(ctx context.Context, db dialect.DB, preps []*schema.Prepared, created *[][]string) error {
 	for i, t := range r.plan.Tables {
 		p, recordedCreate := preps[i], false
 		for _, n := range p.Notes {
@@ -290,8 +295,8 @@ func (r *Runner) runDDL(ctx context.Context, db schema.Conn, preps []*schema.Pre
 // takes too): every shard is done then, so there is no load to speed up,
 // and its holder may have created a key whose step it has not marked done
 // yet — dropped now, it would be lost for good.
-func (r *Runner) dropForeignKeys(ctx context.Context, db schema.Conn, preps []*schema.Prepared, recorded []stepRow) error {
-	if len(recorded) > 0 && recorded[0].seq == 0 && recorded[0].state == "running" {
+func (r *Runner) dropForeignKeys(ctx context.Context, db dialect.DB, preps []*schema.Prepared, recorded postload.Steps) error {
+	if recorded.State() == postload.Running {
 		if hasDrops(preps) {
 			r.log.Info("the post-load phase is running: the target's foreign keys stay in place")
 		}
@@ -299,8 +304,8 @@ func (r *Runner) dropForeignKeys(ctx context.Context, db schema.Conn, preps []*s
 	}
 	done := map[string]bool{}
 	for _, s := range recorded {
-		if s.state == "done" && s.Kind == dialect.StepForeignKey { // the phase's own row (seq 0) is neither
-			done[s.table+"\x00"+s.Name] = true
+		if s.State == postload.Done && s.Kind == dialect.StepForeignKey { // the phase's own row (seq 0) is neither
+			done[s.Target+"\x00"+s.Name] = true
 		}
 	}
 	for i, t := range r.plan.Tables {
@@ -332,7 +337,7 @@ func hasDrops(preps []*schema.Prepared) bool {
 // writeCheckpoints writes each shard's checkpoint with its bounds, the
 // first time; a table that existed before this plan (no DDL, no
 // checkpoints) floors the new shards' watermarks above its highest token.
-func (r *Runner) writeCheckpoints(ctx context.Context, db schema.Conn, preps []*schema.Prepared, bounds [][]dialect.Range) error {
+func (r *Runner) writeCheckpoints(ctx context.Context, db dialect.DB, preps []*schema.Prepared, bounds [][]dialect.Range) error {
 	for i, t := range r.plan.Tables {
 		n, err := r.checkShardCount(ctx, db, i)
 		if err != nil {
@@ -383,7 +388,7 @@ func (r *Runner) dropCreated(conn *sql.Conn, tables [][]string) {
 // (fence.Floor), or the rows an earlier plan wrote with a newer token than
 // the new plan's first would refuse it. One scan of the table's fence
 // column, once per plan and table.
-func (r *Runner) tokenFloor(ctx context.Context, db schema.Conn, t plans.Table) (fence.Token, error) {
+func (r *Runner) tokenFloor(ctx context.Context, db dialect.DB, t plans.Table) (fence.Token, error) {
 	var top int64
 	q := r.dstD.MaxToken(t.TargetIdent(), r.plan.FenceColumn)
 	if err := db.QueryRowContext(ctx, q).Scan(&top); err != nil {
@@ -400,7 +405,7 @@ func (r *Runner) tokenFloor(ctx context.Context, db schema.Conn, t plans.Table) 
 // cover the table exactly (fewer shards leave rows out, more overlap). A
 // table with `shards: auto` takes the count its checkpoints have. It
 // returns how many checkpoints the i-th table has.
-func (r *Runner) checkShardCount(ctx context.Context, tx schema.Conn, i int) (int, error) {
+func (r *Runner) checkShardCount(ctx context.Context, tx dialect.DB, i int) (int, error) {
 	n, err := r.checkpointCounts(ctx, tx)
 	if err != nil {
 		return 0, err
@@ -417,7 +422,7 @@ func (r *Runner) checkShardCount(ctx context.Context, tx schema.Conn, i int) (in
 
 // checkpointCounts counts the plan's checkpoints in the target by target
 // table.
-func (r *Runner) checkpointCounts(ctx context.Context, q schema.Conn) (map[string]int, error) {
+func (r *Runner) checkpointCounts(ctx context.Context, q dialect.DB) (map[string]int, error) {
 	cps, err := r.cursor.List(ctx, q, r.plan.Name)
 	if err != nil {
 		return nil, err

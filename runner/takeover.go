@@ -10,6 +10,7 @@ import (
 	"github.com/migrate-dev/migrate/batch"
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/keyset"
 	"github.com/migrate-dev/migrate/metrics"
 	"github.com/migrate-dev/migrate/verify"
@@ -19,32 +20,32 @@ import (
 // (SPEC §6), or logs that the shard is held afresh. A shard taken over
 // more than max_takeovers times within takeover_window halts: something
 // stops every holder.
-func (h *holding) beginTakeover(elect, recovered time.Duration) error {
-	r, j, lease, cp, s := h.r, h.j, h.c.lease, h.c.cp, h.j.spec.Shard
-	prev, wait := previousHolder(lease, cp, h.c.last)
-	if prev.Owner == "" || prev.Released {
-		h.log.Info("holding the shard", "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
+func (w *shardWork) beginTakeover(c *hold.Claim) error {
+	r, j, cp, s := w.r, w.j, w.cp, c.Unit
+	if !c.TakenOver() {
+		w.log.Info("holding the shard", "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
 		return nil
 	}
-	h.tk = &Takeover{
-		Table: j.table.Name, Target: j.table.Target, Shard: s.Index, Token: lease.Token(),
+	prev, token := c.Previous, c.Lease.Token()
+	w.tk = &Takeover{
+		Table: j.table.Name, Target: j.table.Target, Shard: s.Index, Token: token,
 		PreviousOwner: prev.Owner, PreviousToken: prev.Token,
-		WaitMs: wait.Milliseconds(), ElectMs: elect.Milliseconds(), RecoverMs: recovered.Milliseconds(),
+		WaitMs: c.Wait.Milliseconds(), ElectMs: c.Elect.Milliseconds(), RecoverMs: c.Took.Milliseconds(),
 		PredictedRtoMs: r.PredictedRTO().Milliseconds(), ResumedAfter: fmt.Sprint(cp.LastKey), ResumeKey: cp.LastText,
 	}
-	h.log.Info("taking over", "previous_owner", prev.Owner, "previous_token", prev.Token, "wait", wait, "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
-	n := r.countTakeover(lease.Context(), s, h.tk, h.log)
+	w.log.Info("taking over", "previous_owner", prev.Owner, "previous_token", prev.Token, "wait", c.Wait, "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
+	n := r.countTakeover(c.Lease.Context(), s, w.tk, w.log)
 	if n <= int64(r.plan.MaxTakeovers) {
 		return nil
 	}
 	r.opts.Metrics.RecoveryFailed(s.Table, s.Index)
 	state := cursor.Running
-	if r.halt(lease, s, h.log) {
+	if r.halt(c, w.log) {
 		state = cursor.Halted
 	}
-	r.addShard(ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(state), Token: lease.Token()})
+	r.addShard(ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(state), Token: token})
 	return fmt.Errorf("%w: %s was taken over %d times within %v (max_takeovers %d): something stops every holder",
-		ErrHalted, s, n, r.plan.TakeoverWindow, r.plan.MaxTakeovers)
+		hold.ErrHalted, s, n, r.plan.TakeoverWindow, r.plan.MaxTakeovers)
 }
 
 // countTakeover records the takeover in the target and returns how many

@@ -61,7 +61,7 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 
 // progressReport moves the progress bar as rows are compared.
 type progressReport struct {
-	p    Progress
+	p    ProgressBar
 	seen int64
 }
 

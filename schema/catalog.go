@@ -8,7 +8,6 @@ package schema
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,12 +21,6 @@ var ErrNoTable = dialect.ErrNoTable
 
 // Querier is a pool, a connection or a transaction.
 type Querier = dialect.Querier
-
-// Conn is a Querier that also executes statements.
-type Conn interface {
-	Querier
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
 
 // Columns lists a table's columns in ordinal order, or ErrNoTable.
 func Columns(ctx context.Context, db Querier, d dialect.Dialect, table []string) ([]dialect.Column, error) {

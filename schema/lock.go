@@ -5,9 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
-
-	"github.com/migrate-dev/migrate/dialect"
 )
+
+// LockSQL is the setup lock's statements (a target dialect).
+type LockSQL interface {
+	SetupLock(name string) (string, []any)
+	SetupUnlock(name string) (string, []any)
+}
 
 // LockWait is how long setup waits for another instance's setup.
 const LockWait = 5 * time.Minute
@@ -16,7 +20,7 @@ const LockWait = 5 * time.Minute
 // tried every 100ms until granted, for up to LockWait: a wait in one
 // statement would be ended by the session's statement timeout (half the
 // lease TTL) while another instance's setup runs.
-func Lock(ctx context.Context, conn *sql.Conn, d dialect.Dialect, name string) (func() error, error) {
+func Lock(ctx context.Context, conn *sql.Conn, d LockSQL, name string) (func() error, error) {
 	q, args := d.SetupLock(name)
 	for start := time.Now(); ; {
 		var held sql.NullInt64

@@ -156,12 +156,14 @@ start_redis() {
 # names its mode). An open port is not enough: a session opened in the
 # server's first moments may wait seconds for its handshake.
 zk_serving() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf srvr >&3 && grep -q '^Mode:' <&3) 2>/dev/null
+  # bounded: a server that takes the connection in its first moments may
+  # never answer on it
+  timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" && printf srvr >&3 && grep -q "^Mode:" <&3' "$1" 2>/dev/null
 }
 
 # etcd_healthy PORT: the etcd there has a leader and answers.
 etcd_healthy() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf 'GET /health HTTP/1.0\r\n\r\n' >&3 && grep -q '"health":"true"' <&3) 2>/dev/null
+  timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$0" && printf "GET /health HTTP/1.0\r\n\r\n" >&3 && grep -q "\"health\":\"true\"" <&3' "$1" 2>/dev/null
 }
 
 start_etcd() {

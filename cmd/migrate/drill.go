@@ -51,7 +51,7 @@ Example: migrate drill -p orders.yaml kill --lease-ttl 5s
 	}
 	log := pf.logger(stderr)
 	opts := drill.Options{
-		Kind: drill.Kind(kind), Plan: plan, PlanArgs: childPlanArgs(fs, &pf), OpenRunner: openRunner,
+		Kind: drill.Kind(kind), Plan: plan, PlanArgs: childPlanArgs(fs, &pf), OpenRunner: openRunner, OpenStatus: openStatus,
 		FaultAfter: *rows, HolderLatency: *latency, Standbys: *standbys, Persistence: *persistence,
 		Reset: *reset, RedisServer: *redisServer, Log: log,
 	}

@@ -15,6 +15,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/runner"
 )
@@ -149,9 +150,9 @@ func exitCode(err error) int {
 		return exitUsage
 	case errors.Is(err, runner.ErrInternal):
 		return exitInternal
-	case errors.Is(err, runner.ErrFenced):
+	case errors.Is(err, hold.ErrFenced):
 		return exitFenced
-	case errors.Is(err, runner.ErrHalted):
+	case errors.Is(err, hold.ErrHalted):
 		return exitHalted
 	case errors.Is(err, runner.ErrDiff):
 		return exitDiff

@@ -9,15 +9,19 @@ import (
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/lock/dblock"
 	"github.com/migrate-dev/migrate/lock/etcdlock"
 	"github.com/migrate-dev/migrate/lock/redislock"
 	"github.com/migrate-dev/migrate/lock/zklock"
+	"github.com/migrate-dev/migrate/metrics"
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/postload"
 	"github.com/migrate-dev/migrate/records"
 	"github.com/migrate-dev/migrate/runner"
 	"github.com/migrate-dev/migrate/schema"
+	"github.com/migrate-dev/migrate/status"
 )
 
 // openRunner is the wiring of every command that works a plan: it
@@ -26,29 +30,46 @@ import (
 // them, and the takeover and progress records in the target; and waits
 // out a service that is briefly unavailable at start (runner.Ping).
 func openRunner(ctx context.Context, plan *plans.Plan, opts runner.Options, targetOnly bool) (*runner.Runner, error) {
+	r, _, err := open(ctx, plan, opts, targetOnly)
+	return r, err
+}
+
+// openStatus opens the reader of a plan's state, on its target and lock
+// service; close closes them.
+func openStatus(ctx context.Context, plan *plans.Plan, log *slog.Logger) (rd *status.Reader, close func(), err error) {
+	r, svc, err := open(ctx, plan, runner.Options{Log: log}, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &status.Reader{Plan: plan, Target: svc.Target, SQL: svc.TargetSQL, Cursor: svc.Cursor, Fence: svc.Fence,
+		Records: svc.Records, Locker: svc.Locker, Steps: postload.Store{Plan: plan.Name, SQL: svc.TargetSQL}}, r.Close, nil
+}
+
+// open is openRunner, and the services it opened.
+func open(ctx context.Context, plan *plans.Plan, opts runner.Options, targetOnly bool) (*runner.Runner, runner.Services, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	var svc runner.Services
-	fail := func(err error) (*runner.Runner, error) {
+	fail := func(err error) (*runner.Runner, runner.Services, error) {
 		runner.New(plan, opts, svc).Close()
-		return nil, err
+		return nil, svc, err
 	}
 	// Opening a pool asks the server its version (Detect): a server
 	// briefly unavailable at start is waited out here as Ping waits.
-	open := func(dsn plans.DSN, s dialect.Session) (db *sql.DB, d dialect.Dialect, err error) {
-		err = runner.WhileUnavailable(ctx, plan.MaxOutage, opts.Log, "unavailable at start, retrying", func() (err error) {
+	openDSN := func(dsn plans.DSN, s dialect.Session) (db *sql.DB, d dialect.Dialect, err error) {
+		err = dialect.WhileUnavailable(ctx, plan.MaxOutage, opts.Log, "unavailable at start, retrying", func() (err error) {
 			db, d, err = openDB(ctx, dsn, s)
 			return err
 		})
 		return db, d, err
 	}
 	var err error
-	if svc.Target, svc.TargetSQL, err = open(plan.Target, dialect.SessionFor(plan.LeaseTTL)); err != nil {
+	if svc.Target, svc.TargetSQL, err = openDSN(plan.Target, dialect.SessionFor(plan.LeaseTTL)); err != nil {
 		return fail(fmt.Errorf("target %s: %w", plan.Target, err))
 	}
 	if !targetOnly || plan.Unresolved() {
-		if svc.Source, svc.SourceSQL, err = open(plan.Source, dialect.Session{RawTimes: true}); err != nil {
+		if svc.Source, svc.SourceSQL, err = openDSN(plan.Source, dialect.Session{RawTimes: true}); err != nil {
 			return fail(fmt.Errorf("source %s: %w", plan.Source, err))
 		}
 	}
@@ -67,7 +88,7 @@ func openRunner(ctx context.Context, plan *plans.Plan, opts runner.Options, targ
 	if err != nil {
 		return fail(err)
 	}
-	svc.Locker, err = lock.New(b, lock.Options{TTL: plan.LeaseTTL, Logger: opts.Log, OnRenewFailure: runner.RenewFailed(plan, opts.Metrics)})
+	svc.Locker, err = lock.New(b, lock.Options{TTL: plan.LeaseTTL, Logger: opts.Log, OnRenewFailure: renewFailed(plan, opts.Metrics)})
 	if err != nil {
 		_ = b.Close()
 		return fail(err)
@@ -78,9 +99,24 @@ func openRunner(ctx context.Context, plan *plans.Plan, opts runner.Options, targ
 	r := runner.New(plan, opts, svc)
 	if err := r.Ping(ctx); err != nil {
 		r.Close()
-		return nil, err
+		return nil, svc, err
 	}
-	return r, nil
+	return r, svc, nil
+}
+
+// renewFailed is the lock.Options.OnRenewFailure of a plan's locker: it
+// counts a failed lease renewal in the shard's metrics.
+func renewFailed(plan *plans.Plan, m *metrics.Metrics) func(base string, _ error) {
+	return func(base string, _ error) {
+		for _, t := range plan.Tables {
+			for i := range t.Shards {
+				if s := (fence.Shard{Plan: plan.Name, Table: t.Target, Index: i}); hold.Base(s) == base {
+					m.RenewalFailed(s.Table, s.Index)
+					return
+				}
+			}
+		}
+	}
 }
 
 // lockPool is the connections of a lease table (lock/dblock): renewals are
@@ -102,7 +138,7 @@ func openLock(ctx context.Context, plan *plans.Plan, log *slog.Logger) (lock.Bac
 		return redislock.New(rdb, d.String(), log), nil
 	case plans.Etcd:
 		var b *etcdlock.Backend
-		err := runner.WhileUnavailable(ctx, plan.MaxOutage, log, "unavailable at start, retrying", func() (err error) {
+		err := dialect.WhileUnavailable(ctx, plan.MaxOutage, log, "unavailable at start, retrying", func() (err error) {
 			b, err = etcdlock.Dial(d, log)
 			return err
 		})
@@ -112,7 +148,7 @@ func openLock(ctx context.Context, plan *plans.Plan, log *slog.Logger) (lock.Bac
 		return b, nil
 	case plans.ZooKeeper:
 		var b *zklock.Backend
-		err := runner.WhileUnavailable(ctx, plan.MaxOutage, log, "unavailable at start, retrying", func() (err error) {
+		err := dialect.WhileUnavailable(ctx, plan.MaxOutage, log, "unavailable at start, retrying", func() (err error) {
 			b, err = zklock.Dial(d, plan.LeaseTTL, log)
 			return err
 		})
@@ -129,7 +165,7 @@ func openLock(ctx context.Context, plan *plans.Plan, log *slog.Logger) (lock.Bac
 	s.Lease = true
 	var db *sql.DB
 	var dd dialect.Dialect
-	err := runner.WhileUnavailable(ctx, plan.MaxOutage, log, "unavailable at start, retrying", func() (err error) {
+	err := dialect.WhileUnavailable(ctx, plan.MaxOutage, log, "unavailable at start, retrying", func() (err error) {
 		db, dd, err = openDB(ctx, d, s)
 		return err
 	})
@@ -146,7 +182,7 @@ func resolve(ctx context.Context, plan *plans.Plan, src *sql.DB, d dialect.Diale
 	if !plan.Unresolved() {
 		return nil
 	}
-	return runner.WhileUnavailable(ctx, plan.MaxOutage, slog.New(slog.DiscardHandler), "source unavailable, retrying", func() error {
+	return dialect.WhileUnavailable(ctx, plan.MaxOutage, slog.New(slog.DiscardHandler), "source unavailable, retrying", func() error {
 		return schema.Resolve(ctx, src, d, plan)
 	})
 }

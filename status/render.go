@@ -1,0 +1,84 @@
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+)
+
+// Render writes st as `migrate status` shows it: per table the shards
+// done, rows, rate and ETA; per shard its checkpoint, rate, ETA, fence
+// watermark and last takeover; the post-load phase; the live leases.
+func Render(w io.Writer, st *Status) error {
+	fmt.Fprintf(w, "plan %s\n", st.Plan)
+	if len(st.Tables) == 0 {
+		fmt.Fprintln(w, "no checkpoints yet: the plan has not run against this target")
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	if len(st.Tables) > 0 {
+		fmt.Fprintln(tw, "TABLE\tSHARDS DONE\tRUNNING\tROWS\tESTIMATED\tRATE\tETA")
+		for _, t := range st.Totals {
+			est := "-"
+			if t.RowsEstimated != nil {
+				est = fmt.Sprint(*t.RowsEstimated)
+			}
+			fmt.Fprintf(tw, "%s\t%d/%d\t%d\t%d\t%s\t%s\t%s\n", t.Table, t.ShardsDone, t.Shards, t.ShardsRunning, t.RowsDone, est, Rate(t.RowsPerSec), ETA(t.EtaMs))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(tw, "TABLE\tSHARD\tSTATE\tROWS\tRATE\tETA\tLAST KEY\tTOKEN\tWATERMARK\tUPDATED\tTAKEOVERS\tLAST RTO")
+	for _, t := range st.Tables {
+		last := string(t.LastKey)
+		if last == "null" {
+			last = "-"
+		}
+		rto := "-"
+		var tk struct {
+			Token          int64 `json:"token"`
+			RtoMs          int64 `json:"rto_ms"`
+			PredictedRtoMs int64 `json:"predicted_rto_ms"`
+		}
+		if json.Unmarshal(t.LastTakeover, &tk) == nil && tk.Token != 0 {
+			rto = fmt.Sprintf("%dms (predicted <= %dms)", tk.RtoMs, tk.PredictedRtoMs)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\n", t.Table, t.Shard, t.State, t.RowsDone, Rate(t.RowsPerSec), ETA(t.EtaMs), last, t.Token, t.Watermark, t.UpdatedAt, t.Takeovers, rto)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if pl := st.PostLoad; pl != nil {
+		fmt.Fprintf(w, "post-load phase: %s, %d of %d indexes and foreign keys created\n", pl.State, pl.StepsDone, pl.Steps)
+	}
+	if len(st.Leases) == 0 {
+		fmt.Fprintln(w, "leases: none held")
+	}
+	for _, l := range st.Leases {
+		ttl := fmt.Sprintf("ttl %dms", l.TTLMs)
+		if l.TTLMs == 0 { // ZooKeeper: a session's time left is the server's alone
+			ttl = "ttl not told by the lock service"
+		}
+		fmt.Fprintf(w, "lease %s#%d held by %s, token %d, %s\n", l.Table, l.Shard, l.Owner, l.Token, ttl)
+	}
+	return nil
+}
+
+// Rate shows rows per second, "-" when unknown.
+func Rate(perSec *float64) string {
+	if perSec == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f rows/s", *perSec)
+}
+
+// ETA shows time left, "-" when unknown.
+func ETA(ms *int64) string {
+	if ms == nil {
+		return "-"
+	}
+	return (time.Duration(*ms) * time.Millisecond).Round(time.Second).String()
+}
