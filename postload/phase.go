@@ -279,4 +279,5 @@ func runStep(ctx context.Context, db *sql.DB, st dialect.Step) error {
 	}
 	return nil
 }
+
 var _ hold.Work = (*Phase)(nil)

@@ -90,9 +90,11 @@ type LeaseStatus struct {
 
 // Reader reads one plan's state.
 type Reader struct {
-	Plan    *plans.Plan
-	Target  *sql.DB
-	SQL     interface{ TableExists([]string) (string, []any) }
+	Plan   *plans.Plan
+	Target *sql.DB
+	SQL    interface {
+		TableExists([]string) (string, []any)
+	}
 	Cursor  *cursor.Store
 	Fence   *fence.Fence
 	Records *records.Store
