@@ -308,6 +308,14 @@ func TestParse_invalid(t *testing.T) {
 			},
 		},
 		{
+			name: "reserved target names",
+			yaml: header + "tables:\n  - {name: a, target: public._MIGRATE_fence, key: [id]}\n  - {name: public._migrate_checkpoint, key: [id]}\n",
+			want: []string{
+				`plan.yaml:6:23: table "a": target "public._MIGRATE_fence" is a name migrate keeps for its own tables in the target (_migrate_*); give the table another target name`,
+				`plan.yaml:7:5: table "public._migrate_checkpoint": target "_migrate_checkpoint" is a name migrate keeps for its own tables in the target (_migrate_*); give the table another target name`,
+			},
+		},
+		{
 			name: "duplicate table",
 			yaml: header + "tables:\n  - name: public.orders\n    target: orders\n    key: [id]\n  - name: ${TABLE}\n    target: orders\n    key: [id]\n",
 			want: []string{`plan.yaml:9:5: target table "orders" is written by two tables of the plan (first at line 6, column 5); each target table needs its own plan`},

@@ -37,6 +37,18 @@ func validTableName(s string) bool {
 // fillDefaults sets the defaults that depend on other fields: a table's
 // target defaults to its source name, without the schema when the engines
 // differ (a PostgreSQL schema is not a MySQL database).
+// ReservedPrefix begins the names of migrate's own tables in the target
+// (checkpoints, fence watermarks, post-load steps, takeovers, progress,
+// leases): no table of a plan may be written there.
+const ReservedPrefix = "_migrate_"
+
+// reserved says whether a target table name (table or schema.table) is
+// one of migrate's own, whatever its case (MySQL may fold it).
+func reserved(target string) bool {
+	parts := strings.Split(target, ".")
+	return strings.HasPrefix(strings.ToLower(parts[len(parts)-1]), ReservedPrefix)
+}
+
 func fillDefaults(p *Plan, pp *planPos) {
 	for i := range p.Tables {
 		t := &p.Tables[i]
@@ -180,6 +192,7 @@ func validateTable(t Table, tf *fields, i int, fence string) problems {
 	check("name", t.Name != "" && !validTableName(t.Name), "name %s must be table or schema.table", tf.show("name", t.Name))
 	check("target", t.Target == "" && tf.has("target"), "%s", tf.missing("target"))
 	check("target", t.Target != "" && !validTableName(t.Target), "target %s must be table or schema.table", tf.show("target", t.Target))
+	check("target", t.Target != "" && validTableName(t.Target) && reserved(t.Target), "target %s is a name migrate keeps for its own tables in the target (_migrate_*); give the table another target name", tf.show("target", t.Target))
 	check("shards", t.Shards < 0 || t.Shards > MaxShards, "shards %d is out of range 1..%d (or auto)", shardsShown(t.Shards), MaxShards)
 
 	if !tf.bad["key"] {
