@@ -1,7 +1,13 @@
-// Package dialect is the one place that holds the SQL differences between
-// database engines. A Dialect returns statement text; the code that runs the
-// statements (fence, cursor, batch, the run flow) is shared. Identifiers are
-// always quoted by the engine's own rules (pgx.Identifier.Sanitize for
+// Package dialect is the one place that holds the SQL of each database
+// engine, by role (Conn, Catalog, Copy, Fence, Checkpoint, PostLoad,
+// Records, Lease, Definitions…; one file per role per engine). Most roles
+// return statement text that the packages which need them run (fence,
+// cursor, batch, postload, records, lock/dblock), each through an interface
+// of its own sized to the roles it calls; the roles whose work takes
+// several engine-specific queries run them here: a table's whole
+// definition and the DDL that re-creates it (Definitions), the bulk paths
+// (COPY, LOAD DATA), the classification of errors. Identifiers are always
+// quoted by the engine's own rules (pgx.Identifier.Sanitize for
 // PostgreSQL); values are always bind parameters.
 package dialect
 
