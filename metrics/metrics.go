@@ -56,9 +56,6 @@
 package metrics
 
 import (
-	"context"
-	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -77,8 +74,6 @@ var States = []string{"pending", "running", "done", "halted", "standby"}
 // one lease TTL (2–60 s) plus election, recovery and verification.
 var RTOBuckets = []float64{1, 2, 3, 5, 8, 13, 20, 30, 45, 60, 90, 120, 180, 300}
 
-// shutdownTimeout bounds the graceful shutdown of Serve's HTTP server.
-const shutdownTimeout = 5 * time.Second
 
 // Takeover describes one takeover of a shard (SPEC §6).
 type Takeover struct {
@@ -325,28 +320,3 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// Serve listens on addr (host:port; port 0 picks one) and serves Handler at
-// /metrics until ctx ends, then shuts the server down gracefully in the
-// background. It returns the bound address, or the listen error (such as
-// address in use). For a nil *Metrics it does nothing and returns nil, nil.
-func (m *Metrics) Serve(ctx context.Context, addr string) (net.Addr, error) {
-	if m == nil {
-		return nil, nil
-	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("metrics: serve on %q: %w", addr, err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", m.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }() // returns http.ErrServerClosed after Shutdown
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	return ln.Addr(), nil
-}

@@ -1,14 +1,11 @@
 package metrics
 
 import (
-	"context"
-	"errors"
 	"io"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,15 +18,11 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // scrape serves m until the test ends and returns the /metrics body.
 func scrape(t *testing.T, m *Metrics) string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	addr, err := m.Serve(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get("http://" + addr.String() + "/metrics")
+	resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get(srv.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,42 +224,8 @@ func TestMetrics_Nil(t *testing.T) {
 	m.CursorMoved("t", 0, time.Now())
 	m.SetState("t", 0, "running")
 	m.VerifyDifferences("t", 1, 1, 1)
-	if addr, err := m.Serve(t.Context(), "127.0.0.1:0"); addr != nil || err != nil {
-		t.Errorf("Serve on nil = %v, %v; want nil, nil", addr, err)
-	}
 	if m.Handler() == nil {
 		t.Error("Handler on nil is nil")
-	}
-}
-
-func TestMetrics_Serve_addressInUse(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	addr, err := New("p").Serve(t.Context(), ln.Addr().String())
-	if !errors.Is(err, syscall.EADDRINUSE) || !strings.Contains(err.Error(), "metrics: serve on") {
-		t.Fatalf("Serve on a used address = %v, %v; want an address in use error", addr, err)
-	}
-}
-
-func TestMetrics_Serve_shutdown(t *testing.T) {
-	ctx, cancel := context.WithCancel(t.Context())
-	addr, err := New("p").Serve(ctx, "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		c, err := net.Dial("tcp", addr.String())
-		if err != nil {
-			break // closed; goleak in TestMain checks the goroutines ended
-		}
-		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("still listening 5s after ctx ended")
-		}
 	}
 }
 

@@ -124,7 +124,7 @@ func (f *runFlags) options(ctx context.Context, plan *plans.Plan, stderr io.Writ
 		opts.Metrics = metrics.New(plan.Name)
 		mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		stop = cancel
-		addr, err := opts.Metrics.Serve(mctx, *f.metricsAddr)
+		addr, err := serveHTTP(mctx, *f.metricsAddr, opts.Metrics)
 		if err != nil {
 			return opts, stop, err
 		}
