@@ -127,6 +127,16 @@ func (p *Plan) Table(name string) (Table, bool) {
 	return Table{}, false
 }
 
+// ByTarget is the table of the plan written to target table name.
+func (p *Plan) ByTarget(name string) (Table, bool) {
+	for _, t := range p.Tables {
+		if t.Target == name {
+			return t, true
+		}
+	}
+	return Table{}, false
+}
+
 // find returns the indexes of the tables whose source name is name, or if
 // there are none, of those whose target name is name.
 func (p *Plan) find(name string) []int {

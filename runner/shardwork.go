@@ -197,7 +197,7 @@ func (r *Runner) observe(e hold.Event) {
 				state = cursor.Halted
 			}
 			m.SetState(s.Table, s.Index, string(state))
-			if t, ok := r.plan.Table(s.Table); ok && state == cursor.Done {
+			if t, ok := r.plan.ByTarget(s.Table); ok && state == cursor.Done {
 				r.addShard(ShardResult{Table: t.Name, Target: t.Target, Shard: s.Index, State: string(state), Token: e.Token, ByOther: true})
 				r.describe()
 			}

@@ -168,7 +168,7 @@ func (rd *Reader) shard(ctx context.Context, cp cursor.Checkpoint, holders map[f
 		return ShardStatus{}, 0, err
 	}
 	name := cp.Shard.Table
-	if t, ok := rd.Plan.Table(cp.Shard.Table); ok {
+	if t, ok := rd.Plan.ByTarget(cp.Shard.Table); ok {
 		name = t.Name
 	}
 	n, last, err := rd.Records.Takeovers(ctx, cp.Shard, rd.Plan.TakeoverWindow)
@@ -309,7 +309,7 @@ func total(t plans.Table, n int, shards []ShardStatus, estimates map[string]int6
 		tt.RowsEstimated = new(max(est, tt.RowsDone))
 	}
 	switch {
-	case tt.ShardsDone == tt.Shards:
+	case tt.Shards > 0 && tt.ShardsDone == tt.Shards: // an auto table not split yet has none
 		tt.EtaMs = new(int64(0))
 	case rated:
 		tt.RowsPerSec = new(perSec)
