@@ -433,19 +433,3 @@ func (r *Runner) checkpointCounts(ctx context.Context, q dialect.DB) (map[string
 	}
 	return n, nil
 }
-
-// resolveShards sets the shard count of every `shards: auto` table that
-// setup has split to the count of its checkpoints (status reads them
-// before any setup of its own); a table not set up yet keeps none.
-func (r *Runner) resolveShards(ctx context.Context) error {
-	n, err := r.checkpointCounts(ctx, r.dst)
-	if err != nil {
-		return err
-	}
-	for i := range r.plan.Tables {
-		if t := &r.plan.Tables[i]; (t.Shards == plans.ShardsAuto || t.AutoShards) && n[t.Target] > 0 {
-			t.Shards, t.AutoShards = n[t.Target], true
-		}
-	}
-	return nil
-}
