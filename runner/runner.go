@@ -87,6 +87,9 @@ type Runner struct {
 	srcD     dialect.Dialect
 	dstD     dialect.Dialect
 	openScan func(context.Context) (*sql.DB, error)
+	// parallel is the shards held at once at most: opts.Parallel, or its
+	// default once Run has chosen it (0 until then).
+	parallel int
 	scanMu   sync.Mutex
 	scan     *sql.DB // target pool without statement timeouts, for verification
 	locker   *lock.Locker
@@ -117,7 +120,7 @@ func New(plan *plans.Plan, opts Options, svc Services) *Runner {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{plan: plan, opts: opts, log: opts.Log, rates: map[fence.Shard]*rate{},
+	r := &Runner{plan: plan, opts: opts, log: opts.Log, parallel: opts.Parallel, rates: map[fence.Shard]*rate{},
 		src: svc.Source, srcD: svc.SourceSQL, dst: svc.Target, dstD: svc.TargetSQL, openScan: svc.OpenScan,
 		locker: svc.Locker, lockInTarget: svc.LockInTarget, records: svc.Records, fence: svc.Fence, cursor: svc.Cursor}
 	r.unitFence = hold.Target{DB: r.dst, SQL: r.dstD, Fence: r.fence}
@@ -131,11 +134,11 @@ func New(plan *plans.Plan, opts Options, svc Services) *Runner {
 }
 
 // sizePools caps an instance's connections to each database: two for each
-// shard it may hold at once (--parallel) — a shard writes on one and the
+// shard it may hold at once (--parallel, r.parallel) — a shard writes on one and the
 // takeover's checks and cursor reads take another — and two for setup,
 // estimates and status. Verification opens its own pool of 4 on the target.
 func (r *Runner) sizePools() {
-	n := 2*max(r.opts.Parallel, 1) + 2
+	n := 2*max(r.parallel, 1) + 2
 	r.dst.SetMaxOpenConns(n)
 	if r.src != nil {
 		r.src.SetMaxOpenConns(n)
@@ -254,12 +257,12 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		defer r.opts.Progress.Finish()
 		r.describe()
 	}
-	if r.opts.Parallel == 0 {
-		r.opts.Parallel = r.defaultParallel(ctx)
+	if r.parallel == 0 {
+		r.parallel = r.defaultParallel(ctx)
 		r.sizePools()
 	}
-	r.report.Parallel = r.opts.Parallel
-	r.loop.Slots = make(chan struct{}, r.opts.Parallel)
+	r.report.Parallel = r.parallel
+	r.loop.Slots = make(chan struct{}, r.parallel)
 	pctx, stopPublishing := context.WithCancel(ctx)
 	defer stopPublishing()
 	go r.publishRates(pctx)
