@@ -105,13 +105,10 @@ type Runner struct {
 	// the plan's order: the post-load phase's counters come from them.
 	srcDefs []*dialect.TableDef
 
-	mu     sync.Mutex
+	pace *pace
+
+	mu     sync.Mutex // guards report
 	report Report
-	left   map[fence.Shard]int64 // rows left to copy, estimated, for the backlog metric
-	// tableRows is the source's estimate of each table's rows (by target
-	// name); rates the pace of the shards this instance holds.
-	tableRows map[string]int64
-	rates     map[fence.Shard]*rate
 }
 
 // New is a Runner of plan working with svc, its pools sized for
@@ -120,13 +117,14 @@ func New(plan *plans.Plan, opts Options, svc Services) *Runner {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{plan: plan, opts: opts, log: opts.Log, parallel: opts.Parallel, rates: map[fence.Shard]*rate{},
+	r := &Runner{plan: plan, opts: opts, log: opts.Log, parallel: opts.Parallel,
 		src: svc.Source, srcD: svc.SourceSQL, dst: svc.Target, dstD: svc.TargetSQL, openScan: svc.OpenScan,
 		locker: svc.Locker, lockInTarget: svc.LockInTarget, records: svc.Records, fence: svc.Fence, cursor: svc.Cursor}
 	r.unitFence = hold.Target{DB: r.dst, SQL: r.dstD, Fence: r.fence}
 	r.loop = &hold.Loop{Leases: hold.Locker{Locker: r.locker}, Fence: r.unitFence, Owner: opts.Owner, Log: r.log,
 		MaxRetries: plan.MaxRetries, MaxOutage: plan.MaxOutage, Observe: r.observe}
 	r.steps = postload.Store{Plan: plan.Name, SQL: r.dstD}
+	r.pace = &pace{plan: plan, records: r.records, log: r.log, rates: map[fence.Shard]*rate{}}
 	if r.dst != nil {
 		r.sizePools()
 	}
@@ -265,7 +263,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	r.loop.Slots = make(chan struct{}, r.parallel)
 	pctx, stopPublishing := context.WithCancel(ctx)
 	defer stopPublishing()
-	go r.publishRates(pctx)
+	go r.pace.publish(pctx)
 	var wg sync.WaitGroup
 	errs := make([]error, len(jobs))
 	for i, j := range jobs {
@@ -358,13 +356,11 @@ func (r *Runner) estimate(ctx context.Context, jobs []shardJob) (total, done int
 		left[s] = max(n/int64(j.table.Shards)-did, 0)
 		r.opts.Metrics.SetBacklog(s.Table, s.Index, left[s])
 	}
-	r.mu.Lock()
-	r.left = left
-	r.tableRows = map[string]int64{}
+	tableRows := map[string]int64{}
 	for _, j := range jobs {
-		r.tableRows[j.table.Target] = rows[j.table.Name]
+		tableRows[j.table.Target] = rows[j.table.Name]
 	}
-	r.mu.Unlock()
+	r.pace.setBacklog(left, tableRows)
 	return max(total, done), done
 }
 
@@ -378,14 +374,8 @@ func (r *Runner) copier() *batch.Copier {
 			r.report.RowsWritten += p.Rows
 			r.report.Batches++
 			r.report.ReplayedRows += p.Updated
-			left := max(r.left[s]-p.Rows, 0)
-			if r.left != nil {
-				r.left[s] = left
-			}
-			if rt := r.rates[s]; rt != nil {
-				rt.rows += p.Rows
-			}
 			r.mu.Unlock()
+			left := r.pace.committed(s, p.Rows)
 			m := r.opts.Metrics
 			m.RowsWritten(s.Table, s.Index, p.Rows)
 			m.BatchCommitted(s.Table, s.Index)

@@ -62,8 +62,8 @@ func (w *shardWork) Run(ctx context.Context, c *hold.Claim) error {
 	if err := w.beginTakeover(c); err != nil {
 		return err
 	}
-	w.r.startRate(c.Unit, c.Lease)
-	defer w.r.stopRate(c.Unit)
+	w.r.pace.start(c.Unit, c.Lease)
+	defer w.r.pace.stop(c.Unit)
 	res, err := w.copy(ctx, c)
 	return w.finish(c, res, err)
 }
