@@ -63,7 +63,8 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 	if err := r.dst.QueryRowContext(ctx, q, args...).Scan(&helpers); err != nil {
 		return nil, fmt.Errorf("target %s: %w", r.plan.Target, err)
 	}
-	in, err := r.readSources(ctx)
+	setup := r.newSetup()
+	in, err := setup.readSources(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +93,7 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 			objects = append(objects, st.SQL)
 		}
 	}
-	tg := r.target(in.defs, recorded)
+	tg := setup.target(in.defs, recorded)
 	for i, t := range r.plan.Tables {
 		dt := DryRunTable{Table: t.Name, Target: t.Target, Key: t.Key, Schema: []string{}, DDL: []string{}}
 		if i == 0 && !helpers {
@@ -132,7 +133,7 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 		out.Tables = append(out.Tables, dt)
 	}
 	out.PostLoad = slices.Concat(out.PostLoad, sequences, indexes, fks, objects)
-	if out.NotMigrated, err = r.notMigrated(ctx, in); err != nil {
+	if out.NotMigrated, err = setup.notMigrated(ctx, in); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -235,13 +235,18 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := time.Now()
 	r.report = Report{Plan: r.plan.Name, Instance: r.opts.Instance, Owner: r.opts.Owner, Takeovers: []Takeover{}, Shards: []ShardResult{}, Notes: []string{}, NotMigrated: []string{}}
 	var jobs []shardJob
+	setup := r.newSetup()
 	err := r.whileUnavailable(ctx, "setup interrupted, retrying", func() (err error) {
-		jobs, err = r.setup(ctx) // one transaction on PostgreSQL: a retry starts over
+		jobs, err = setup.run(ctx) // one transaction on PostgreSQL: a retry starts over
 		return err
 	})
 	if err != nil {
 		return r.finish(start), err
 	}
+	r.srcDefs = setup.defs
+	r.mu.Lock()
+	r.report.Notes, r.report.NotMigrated = setup.notes, setup.notCopied
+	r.mu.Unlock()
 	// Every read of a table's rows, source and target (the takeover's
 	// neighbourhood check), knows its columns' types: MySQL reads FLOAT
 	// exactly only so.

@@ -16,7 +16,7 @@ import (
 // read's own retries deal with an unreachable source).
 func (w *shardWork) sourceChanged(ctx context.Context) error {
 	r, j := w.r, w.j
-	now, err := r.sourceColumns(ctx, j.table)
+	now, err := schema.SourceColumns(ctx, r.src, r.srcD, j.table, r.plan.FenceColumn)
 	if errors.Is(err, plans.ErrInvalid) {
 		return fmt.Errorf("the source changed during the run: %w", err)
 	}
