@@ -47,10 +47,10 @@ func (w *shardWork) beginTakeover(c *hold.Claim) error {
 		hold.ErrHalted, s, n, r.plan.TakeoverWindow, r.plan.MaxTakeovers)
 }
 
-// countTakeover records the takeover (w.tk) in the target and returns how many
-// the shard has seen within the plan's takeover window, this one included;
-// 0 when the target could not tell (the takeover goes on: the counter is a
-// guard, not a condition of recovery).
+// countTakeover records the takeover (w.tk) in the target and returns how
+// many the shard has seen within the plan's takeover window, this one
+// included; 0 when the target could not tell (the takeover goes on: the
+// counter is a guard, not a condition of recovery).
 func (w *shardWork) countTakeover(ctx context.Context, s fence.Shard) int64 {
 	r, tk := w.r, w.tk
 	rec, _ := json.Marshal(tk)
@@ -62,8 +62,9 @@ func (w *shardWork) countTakeover(ctx context.Context, s fence.Shard) int64 {
 	return n
 }
 
-// noteTakeover completes the takeover's (w.tk) RTO with the check of the resume
-// neighbourhood, logs the breakdown, and records it for status and metrics.
+// noteTakeover completes the takeover's (w.tk) RTO with the check of the
+// resume neighbourhood, logs the breakdown, and records it for status and
+// metrics.
 func (w *shardWork) noteTakeover(ctx context.Context, s fence.Shard, check neighbourhood) {
 	r, tk, log := w.r, w.tk, w.log
 	tk.VerifyMs, tk.CheckedRows, tk.CheckDiffs = check.took.Milliseconds(), check.rows, check.diffs
