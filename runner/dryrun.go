@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/keyset"
+	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/postload"
+	"github.com/migrate-dev/migrate/verify"
 )
 
 // DryRun is what a run would do, found without a lease and without writing
@@ -53,6 +56,16 @@ type DryRunTable struct {
 // divides the sampled read rate by it.
 const copyVsRead = 6
 
+// dryRun is the dry run's forecast of a table's rows and copy time: it
+// reads the source and compares it with the target (compare, the Runner's
+// verification on its scan pool).
+type dryRun struct {
+	plan    *plans.Plan
+	src     *sql.DB
+	srcD    dialect.Dialect
+	compare func(ctx context.Context, t plans.Table, src, dst []dialect.Column, rep verify.Reporter) (verify.Result, error)
+}
+
 // DryRun compares every table of the plan with its target and lists every
 // statement a run would execute, in order. It takes no lease and changes
 // nothing.
@@ -63,7 +76,8 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 	if err := r.dst.QueryRowContext(ctx, q, args...).Scan(&helpers); err != nil {
 		return nil, fmt.Errorf("target %s: %w", r.plan.Target, err)
 	}
-	in, err := r.readSources(ctx)
+	setup := r.newSetup()
+	in, err := setup.readSources(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +85,7 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 	if err != nil {
 		return nil, err
 	}
+	fc := dryRun{plan: r.plan, src: r.src, srcD: r.srcD, compare: r.compare}
 	var sequences, indexes, fks, objects []string
 	recordedObj := map[string]bool{}
 	for _, s := range recorded {
@@ -92,7 +107,7 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 			objects = append(objects, st.SQL)
 		}
 	}
-	tg := r.target(in.defs, recorded)
+	tg := setup.target(in.defs, recorded)
 	for i, t := range r.plan.Tables {
 		dt := DryRunTable{Table: t.Name, Target: t.Target, Key: t.Key, Schema: []string{}, DDL: []string{}}
 		if i == 0 && !helpers {
@@ -126,13 +141,13 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 				indexes = append(indexes, st.SQL)
 			}
 		}
-		if err := r.forecast(ctx, &dt, p.Src, p.Dst, p.Created, t.Key); err != nil {
+		if err := fc.forecast(ctx, &dt, p.Src, p.Dst, p.Created, t.Key); err != nil {
 			return nil, err
 		}
 		out.Tables = append(out.Tables, dt)
 	}
 	out.PostLoad = slices.Concat(out.PostLoad, sequences, indexes, fks, objects)
-	if out.NotMigrated, err = r.notMigrated(ctx, in); err != nil {
+	if out.NotMigrated, err = setup.notMigrated(ctx, in); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -140,15 +155,15 @@ func (r *Runner) DryRun(ctx context.Context) (*DryRun, error) {
 
 // forecast fills the row counts (a verification against the target, or
 // the source count for a table to be created) and the duration estimate.
-func (r *Runner) forecast(ctx context.Context, dt *DryRunTable, cols, dst []dialect.Column, created bool, key []string) error {
-	t, _ := r.plan.Table(dt.Table)
+func (d dryRun) forecast(ctx context.Context, dt *DryRunTable, cols, dst []dialect.Column, created bool, key []string) error {
+	t, _ := d.plan.Table(dt.Table)
 	if created {
-		if err := r.src.QueryRowContext(ctx, r.srcD.CountRows(t.SourceIdent())).Scan(&dt.SourceRows); err != nil {
+		if err := d.src.QueryRowContext(ctx, d.srcD.CountRows(t.SourceIdent())).Scan(&dt.SourceRows); err != nil {
 			return fmt.Errorf("count source %s: %w", t.Name, err)
 		}
 		dt.WouldInsert = dt.SourceRows
 	} else {
-		res, err := r.compare(ctx, t, cols, dst, nil)
+		res, err := d.compare(ctx, t, cols, dst, nil)
 		if err != nil {
 			return err
 		}
@@ -156,7 +171,7 @@ func (r *Runner) forecast(ctx context.Context, dt *DryRunTable, cols, dst []dial
 		dt.WouldInsert, dt.WouldUpdate, dt.TargetOnly = res.Missing, res.Changed, res.Extra
 		dt.Unchanged = res.SourceRows - res.Missing - res.Changed
 	}
-	rate, err := r.sampleReadRate(ctx, t.SourceIdent(), cols, key)
+	rate, err := d.sampleReadRate(ctx, t.SourceIdent(), cols, key)
 	if err != nil {
 		return err
 	}
@@ -169,12 +184,12 @@ func (r *Runner) forecast(ctx context.Context, dt *DryRunTable, cols, dst []dial
 
 // sampleReadRate reads up to 20 keyset pages of the source the way a run
 // does and returns rows per second.
-func (r *Runner) sampleReadRate(ctx context.Context, table []string, cols []dialect.Column, key []string) (float64, error) {
+func (d dryRun) sampleReadRate(ctx context.Context, table []string, cols []dialect.Column, key []string) (float64, error) {
 	names := make([]string, len(cols))
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	rd := keyset.Reader{DB: r.src, SQL: dialect.WithColumns(r.srcD, table, cols), Table: table, Columns: names, Key: key, Limit: r.plan.BatchSize}
+	rd := keyset.Reader{DB: d.src, SQL: dialect.WithColumns(d.srcD, table, cols), Table: table, Columns: names, Key: key, Limit: d.plan.BatchSize}
 	keyIdx, err := keyset.KeyIndexes(names, key)
 	if err != nil {
 		return 0, err

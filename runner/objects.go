@@ -13,27 +13,27 @@ import (
 // one engine (none across engines: NotMigrated lists them): those of the
 // schemas (the database) of the tables the plan copies under their own
 // name. defs are the source tables' definitions, in the plan's order.
-func (r *Runner) readObjects(ctx context.Context, defs []*dialect.TableDef) (*schema.Objects, error) {
-	if r.srcD.Engine() != r.dstD.Engine() {
+func (ps *planSetup) readObjects(ctx context.Context, defs []*dialect.TableDef) (*schema.Objects, error) {
+	if ps.srcD.Engine() != ps.dstD.Engine() {
 		return &schema.Objects{Created: map[string]bool{}}, nil
 	}
 	var names [][]string
-	for i, t := range r.plan.Tables {
+	for i, t := range ps.plan.Tables {
 		if defs[i] != nil && schema.SameName(defs[i].Name, t.TargetIdent()) {
 			names = append(names, defs[i].Name)
 		}
 	}
-	return schema.ReadObjects(ctx, r.src, r.srcD, names)
+	return schema.ReadObjects(ctx, ps.src, ps.srcD, names)
 }
 
 // notMigrated lists the source's objects that a run does not copy: those
 // the post-load phase creates left out, those it cannot create with why.
-func (r *Runner) notMigrated(ctx context.Context, in *sources) ([]string, error) {
+func (ps *planSetup) notMigrated(ctx context.Context, in *sources) ([]string, error) {
 	names := make([][]string, len(in.defs))
 	for i, d := range in.defs {
 		names[i] = d.Name
 	}
-	objs, err := r.srcD.NotMigrated(ctx, r.src, names)
+	objs, err := ps.srcD.NotMigrated(ctx, ps.src, names)
 	if err != nil {
 		return nil, fmt.Errorf("source objects: %w", err)
 	}

@@ -17,7 +17,7 @@ import (
 func (r *Runner) postLoad(ctx context.Context) error {
 	start := time.Now()
 	p := &postload.Phase{Plan: r.plan, Store: r.steps, SQL: r.dstD, Target: r.dst, Fence: r.unitFence,
-		SetupLock: r.setupLockName(), Sources: r.srcDefs, Log: r.log,
+		SetupLock: setupLockName(r.plan.Name), Sources: r.srcDefs, Log: r.log,
 		Scan: func(ctx context.Context) (*sql.DB, error) {
 			err := r.scanPool(ctx)
 			return r.scan, err

@@ -3,12 +3,15 @@ package runner
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/hold"
+	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/records"
 )
 
@@ -24,24 +27,61 @@ type rate struct {
 // publishEvery is how often a holder publishes its shards' pace to the target.
 const publishEvery = time.Second
 
-// startRate begins measuring a shard this instance now holds.
-func (r *Runner) startRate(s fence.Shard, lease hold.Lease) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.rates[s] = &rate{owner: lease.Owner(), lastAt: time.Now()}
+// pace is the copy's pace as this instance sees it: each shard's backlog,
+// and the rate of the shards it holds, published for status. Its mutex
+// guards only its own state (the report has the Runner's).
+type pace struct {
+	plan    *plans.Plan
+	records *records.Store
+	log     *slog.Logger
+
+	mu   sync.Mutex
+	left map[fence.Shard]int64 // rows left to copy, estimated, for the backlog metric
+	// tableRows is the source's estimate of each table's rows (by target
+	// name); rates the pace of the shards this instance holds.
+	tableRows map[string]int64
+	rates     map[fence.Shard]*rate
 }
 
-// stopRate ends it, when the shard is done or the lease given back.
-func (r *Runner) stopRate(s fence.Shard) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	delete(r.rates, s)
+// setBacklog sets each shard's rows left and each table's estimated rows.
+func (p *pace) setBacklog(left map[fence.Shard]int64, tableRows map[string]int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.left, p.tableRows = left, tableRows
 }
 
-// publishRates publishes, every publishEvery until ctx ends, each held
+// committed counts rows committed by shard s, and returns its backlog left.
+func (p *pace) committed(s fence.Shard, rows int64) int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	left := max(p.left[s]-rows, 0)
+	if p.left != nil {
+		p.left[s] = left
+	}
+	if rt := p.rates[s]; rt != nil {
+		rt.rows += rows
+	}
+	return left
+}
+
+// start begins measuring a shard this instance now holds.
+func (p *pace) start(s fence.Shard, lease hold.Lease) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.rates[s] = &rate{owner: lease.Owner(), lastAt: time.Now()}
+}
+
+// stop ends it, when the shard is done or the lease given back.
+func (p *pace) stop(s fence.Shard) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.rates, s)
+}
+
+// publish publishes, every publishEvery until ctx ends, each held
 // shard's rows per second (smoothed over the last seconds) and the time
 // left at that rate, kept in the target for one lease TTL.
-func (r *Runner) publishRates(ctx context.Context) {
+func (p *pace) publish(ctx context.Context) {
 	tick := time.NewTicker(publishEvery)
 	defer tick.Stop()
 	for {
@@ -56,8 +96,8 @@ func (r *Runner) publishRates(ctx context.Context) {
 		}
 		var pubs []pub
 		now := time.Now()
-		r.mu.Lock()
-		for s, rt := range r.rates {
+		p.mu.Lock()
+		for s, rt := range p.rates {
 			dt := now.Sub(rt.lastAt).Seconds()
 			if dt <= 0 {
 				continue
@@ -71,15 +111,15 @@ func (r *Runner) publishRates(ctx context.Context) {
 			rt.lastRows, rt.lastAt = rt.rows, now
 			eta := int64(-1)
 			if rt.perSec > 0 {
-				eta = int64(float64(r.left[s]) / rt.perSec * 1000)
+				eta = int64(float64(p.left[s]) / rt.perSec * 1000)
 			}
-			pubs = append(pubs, pub{s, records.Progress{Owner: rt.owner, RowsPerSec: rt.perSec, EtaMs: eta, TableRows: r.tableRows[s.Table]}})
+			pubs = append(pubs, pub{s, records.Progress{Owner: rt.owner, RowsPerSec: rt.perSec, EtaMs: eta, TableRows: p.tableRows[s.Table]}})
 		}
-		r.mu.Unlock()
-		for _, p := range pubs {
+		p.mu.Unlock()
+		for _, pb := range pubs {
 			pctx, cancel := context.WithTimeout(ctx, publishEvery/2)
-			if err := r.records.PublishProgress(pctx, p.s, p.p, r.plan.LeaseTTL); err != nil {
-				r.log.Debug("progress not published", "shard", p.s.String(), "err", err)
+			if err := p.records.PublishProgress(pctx, pb.s, pb.p, p.plan.LeaseTTL); err != nil {
+				p.log.Debug("progress not published", "shard", pb.s.String(), "err", err)
 			}
 			cancel()
 		}

@@ -53,7 +53,7 @@ func (r *Runner) Repair(ctx context.Context, only string, deleteExtra bool) (*Re
 		if only != "" && t.Name != only && t.Target != only {
 			continue
 		}
-		rt, err := r.repairTable(ctx, t, deleteExtra)
+		rt, err := (&repairRun{r: r, t: t}).run(ctx, deleteExtra)
 		if err != nil {
 			return rep, err
 		}
@@ -64,22 +64,36 @@ func (r *Runner) Repair(ctx context.Context, only string, deleteExtra bool) (*Re
 	return rep, err
 }
 
-func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra bool) (RepairTable, error) {
+// repairRun is the repair of one table: the shards it holds, and the
+// spec and copier that write its rows again.
+type repairRun struct {
+	r    *Runner
+	t    plans.Table
+	held []*claim
+	spec batch.Spec
+	c    *batch.Copier
+}
+
+// run repairs the table: it holds every shard, lists the differences,
+// copies missing and changed rows again and, when deleteExtra, deletes the
+// rows only in the target; then gives the shards back.
+func (rr *repairRun) run(ctx context.Context, deleteExtra bool) (RepairTable, error) {
+	r, t := rr.r, rr.t
 	rt := RepairTable{Table: t.Name}
 	cols, dst, err := r.copiedColumns(ctx, t)
 	if err != nil {
 		return rt, err
 	}
-	held, err := r.holdAll(ctx, t)
+	err = rr.holdAll(ctx)
 	defer func() {
-		for _, h := range held {
+		for _, h := range rr.held {
 			r.loop.Release(ctx, h.Lease)
 		}
 	}()
 	if err != nil {
 		return rt, err
 	}
-	recopy, extra, err := r.differences(ctx, t, cols, dst)
+	recopy, extra, err := rr.differences(ctx, cols, dst)
 	if err != nil {
 		return rt, err
 	}
@@ -87,24 +101,24 @@ func (r *Runner) repairTable(ctx context.Context, t plans.Table, deleteExtra boo
 	for i, c := range cols {
 		names[i] = c.Name
 	}
-	spec := batch.Spec{Source: t.SourceIdent(), Target: t.TargetIdent(), Columns: names, Key: t.Key,
+	rr.spec = batch.Spec{Source: t.SourceIdent(), Target: t.TargetIdent(), Columns: names, Key: t.Key,
 		FenceColumn: r.plan.FenceColumn, Convert: typemap.Converter(r.srcD.Engine(), r.dstD.Engine(), cols, dst)}
-	c := r.copier()
-	c.OnBatch = nil
-	c.SourceSQL = dialect.WithColumns(r.srcD, spec.Source, cols)
-	if rt.Recopied, err = r.recopy(ctx, c, spec, held, recopy); err != nil || !deleteExtra {
+	rr.c = r.copier()
+	rr.c.OnBatch = nil
+	rr.c.SourceSQL = dialect.WithColumns(r.srcD, rr.spec.Source, cols)
+	if rt.Recopied, err = rr.recopy(ctx, recopy); err != nil || !deleteExtra {
 		rt.ExtraLeft = int64(len(extra))
 		return rt, err
 	}
-	rt.Deleted, err = r.deleteExtra(ctx, c, spec, held, extra)
+	rt.Deleted, err = rr.deleteExtra(ctx, extra)
 	return rt, err
 }
 
 // differences lists the keys of the rows to copy again (missing or
 // changed in the target) and of the rows only in the target.
-func (r *Runner) differences(ctx context.Context, t plans.Table, cols, dst []dialect.Column) (recopy, extra [][]any, err error) {
-	d := &diffKeys{table: t.Name}
-	_, err = r.compare(ctx, t, cols, dst, d)
+func (rr *repairRun) differences(ctx context.Context, cols, dst []dialect.Column) (recopy, extra [][]any, err error) {
+	d := &diffKeys{table: rr.t.Name}
+	_, err = rr.r.compare(ctx, rr.t, cols, dst, d)
 	return d.recopy, d.extra, err
 }
 
@@ -131,7 +145,8 @@ func (d *diffKeys) Differs(kind string, key []any) error {
 
 // recopy copies the rows with the given keys again from the source, each
 // by the fenced write of the shard whose range holds it.
-func (r *Runner) recopy(ctx context.Context, c *batch.Copier, spec batch.Spec, held []*claim, keys [][]any) (n int64, err error) {
+func (rr *repairRun) recopy(ctx context.Context, keys [][]any) (n int64, err error) {
+	r, c, spec, held := rr.r, rr.c, rr.spec, rr.held
 	for _, chunk := range chunked(keys, r.plan.BatchSize) {
 		rows, err := c.Reader(spec).ByKeys(ctx, chunk)
 		if err != nil {
@@ -155,7 +170,8 @@ func (r *Runner) recopy(ctx context.Context, c *batch.Copier, spec batch.Spec, h
 
 // deleteExtra deletes the target rows with the given keys, each by the
 // fenced write of the shard whose range holds it.
-func (r *Runner) deleteExtra(ctx context.Context, c *batch.Copier, spec batch.Spec, held []*claim, keys [][]any) (n int64, err error) {
+func (rr *repairRun) deleteExtra(ctx context.Context, keys [][]any) (n int64, err error) {
+	r, c, spec, held := rr.r, rr.c, rr.spec, rr.held
 	for _, chunk := range chunked(keys, r.plan.BatchSize) {
 		for i, group := range byShard(chunk, 0, held) {
 			if len(group) == 0 {
@@ -179,14 +195,15 @@ type claim struct {
 	cp cursor.Checkpoint
 }
 
-// holdAll takes the lease of every shard of a table and claims its fence,
-// as a takeover does; a shard held by a running instance stops the repair.
-func (r *Runner) holdAll(ctx context.Context, t plans.Table) ([]*claim, error) {
+// holdAll takes the lease of every shard of the table and claims its
+// fence, as a takeover does; a shard held by a running instance stops the
+// repair. What it holds, also when it fails, is in rr.held.
+func (rr *repairRun) holdAll(ctx context.Context) error {
+	r, t := rr.r, rr.t
 	cps, err := r.cursor.List(ctx, r.dst, r.plan.Name)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var held []*claim
 	for _, cp := range cps {
 		if cp.Shard.Table != t.Target {
 			continue
@@ -197,19 +214,19 @@ func (r *Runner) holdAll(ctx context.Context, t plans.Table) ([]*claim, error) {
 		var h *lock.HeldError
 		switch {
 		case errors.As(err, &h):
-			return held, fmt.Errorf("shard %s is held by %s: repair once the run has finished", cp.Shard, h.Owner)
+			return fmt.Errorf("shard %s is held by %s: repair once the run has finished", cp.Shard, h.Owner)
 		case err != nil:
 			if c != nil {
 				r.loop.Release(ctx, c.Lease)
 			}
-			return held, err
+			return err
 		}
-		held = append(held, &claim{c, w.cp})
+		rr.held = append(rr.held, &claim{c, w.cp})
 	}
-	if len(held) == 0 {
-		return nil, fmt.Errorf("table %s has no checkpoints in the target: run the plan first", t.Name)
+	if len(rr.held) == 0 {
+		return fmt.Errorf("table %s has no checkpoints in the target: run the plan first", t.Name)
 	}
-	return held, nil
+	return nil
 }
 
 // byShard groups rows by the shard whose range holds the value of column

@@ -87,6 +87,9 @@ type Runner struct {
 	srcD     dialect.Dialect
 	dstD     dialect.Dialect
 	openScan func(context.Context) (*sql.DB, error)
+	// parallel is the shards held at once at most: opts.Parallel, or its
+	// default once Run has chosen it (0 until then).
+	parallel int
 	scanMu   sync.Mutex
 	scan     *sql.DB // target pool without statement timeouts, for verification
 	locker   *lock.Locker
@@ -102,13 +105,10 @@ type Runner struct {
 	// the plan's order: the post-load phase's counters come from them.
 	srcDefs []*dialect.TableDef
 
-	mu     sync.Mutex
+	pace *pace
+
+	mu     sync.Mutex // guards report
 	report Report
-	left   map[fence.Shard]int64 // rows left to copy, estimated, for the backlog metric
-	// tableRows is the source's estimate of each table's rows (by target
-	// name); rates the pace of the shards this instance holds.
-	tableRows map[string]int64
-	rates     map[fence.Shard]*rate
 }
 
 // New is a Runner of plan working with svc, its pools sized for
@@ -117,13 +117,14 @@ func New(plan *plans.Plan, opts Options, svc Services) *Runner {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{plan: plan, opts: opts, log: opts.Log, rates: map[fence.Shard]*rate{},
+	r := &Runner{plan: plan, opts: opts, log: opts.Log, parallel: opts.Parallel,
 		src: svc.Source, srcD: svc.SourceSQL, dst: svc.Target, dstD: svc.TargetSQL, openScan: svc.OpenScan,
 		locker: svc.Locker, lockInTarget: svc.LockInTarget, records: svc.Records, fence: svc.Fence, cursor: svc.Cursor}
 	r.unitFence = hold.Target{DB: r.dst, SQL: r.dstD, Fence: r.fence}
 	r.loop = &hold.Loop{Leases: hold.Locker{Locker: r.locker}, Fence: r.unitFence, Owner: opts.Owner, Log: r.log,
 		MaxRetries: plan.MaxRetries, MaxOutage: plan.MaxOutage, Observe: r.observe}
 	r.steps = postload.Store{Plan: plan.Name, SQL: r.dstD}
+	r.pace = &pace{plan: plan, records: r.records, log: r.log, rates: map[fence.Shard]*rate{}}
 	if r.dst != nil {
 		r.sizePools()
 	}
@@ -131,11 +132,11 @@ func New(plan *plans.Plan, opts Options, svc Services) *Runner {
 }
 
 // sizePools caps an instance's connections to each database: two for each
-// shard it may hold at once (--parallel) — a shard writes on one and the
+// shard it may hold at once (--parallel, r.parallel) — a shard writes on one and the
 // takeover's checks and cursor reads take another — and two for setup,
 // estimates and status. Verification opens its own pool of 4 on the target.
 func (r *Runner) sizePools() {
-	n := 2*max(r.opts.Parallel, 1) + 2
+	n := 2*max(r.parallel, 1) + 2
 	r.dst.SetMaxOpenConns(n)
 	if r.src != nil {
 		r.src.SetMaxOpenConns(n)
@@ -234,13 +235,18 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	start := time.Now()
 	r.report = Report{Plan: r.plan.Name, Instance: r.opts.Instance, Owner: r.opts.Owner, Takeovers: []Takeover{}, Shards: []ShardResult{}, Notes: []string{}, NotMigrated: []string{}}
 	var jobs []shardJob
+	setup := r.newSetup()
 	err := r.whileUnavailable(ctx, "setup interrupted, retrying", func() (err error) {
-		jobs, err = r.setup(ctx) // one transaction on PostgreSQL: a retry starts over
+		jobs, err = setup.run(ctx) // one transaction on PostgreSQL: a retry starts over
 		return err
 	})
 	if err != nil {
 		return r.finish(start), err
 	}
+	r.srcDefs = setup.defs
+	r.mu.Lock()
+	r.report.Notes, r.report.NotMigrated = setup.notes, setup.notCopied
+	r.mu.Unlock()
 	// Every read of a table's rows, source and target (the takeover's
 	// neighbourhood check), knows its columns' types: MySQL reads FLOAT
 	// exactly only so.
@@ -254,15 +260,15 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		defer r.opts.Progress.Finish()
 		r.describe()
 	}
-	if r.opts.Parallel == 0 {
-		r.opts.Parallel = r.defaultParallel(ctx)
+	if r.parallel == 0 {
+		r.parallel = r.defaultParallel(ctx)
 		r.sizePools()
 	}
-	r.report.Parallel = r.opts.Parallel
-	r.loop.Slots = make(chan struct{}, r.opts.Parallel)
+	r.report.Parallel = r.parallel
+	r.loop.Slots = make(chan struct{}, r.parallel)
 	pctx, stopPublishing := context.WithCancel(ctx)
 	defer stopPublishing()
-	go r.publishRates(pctx)
+	go r.pace.publish(pctx)
 	var wg sync.WaitGroup
 	errs := make([]error, len(jobs))
 	for i, j := range jobs {
@@ -355,13 +361,11 @@ func (r *Runner) estimate(ctx context.Context, jobs []shardJob) (total, done int
 		left[s] = max(n/int64(j.table.Shards)-did, 0)
 		r.opts.Metrics.SetBacklog(s.Table, s.Index, left[s])
 	}
-	r.mu.Lock()
-	r.left = left
-	r.tableRows = map[string]int64{}
+	tableRows := map[string]int64{}
 	for _, j := range jobs {
-		r.tableRows[j.table.Target] = rows[j.table.Name]
+		tableRows[j.table.Target] = rows[j.table.Name]
 	}
-	r.mu.Unlock()
+	r.pace.setBacklog(left, tableRows)
 	return max(total, done), done
 }
 
@@ -375,14 +379,8 @@ func (r *Runner) copier() *batch.Copier {
 			r.report.RowsWritten += p.Rows
 			r.report.Batches++
 			r.report.ReplayedRows += p.Updated
-			left := max(r.left[s]-p.Rows, 0)
-			if r.left != nil {
-				r.left[s] = left
-			}
-			if rt := r.rates[s]; rt != nil {
-				rt.rows += p.Rows
-			}
 			r.mu.Unlock()
+			left := r.pace.committed(s, p.Rows)
 			m := r.opts.Metrics
 			m.RowsWritten(s.Table, s.Index, p.Rows)
 			m.BatchCommitted(s.Table, s.Index)

@@ -10,12 +10,13 @@ import (
 )
 
 // sourceChanged reads the source table's copied columns again and reports
-// how they differ from those the copy was set up with (j.read): a column
+// how they differ from those the copy was set up with (w.j.read): a column
 // added (when the plan copies every column), dropped, renamed or retyped,
 // or the table gone. A failure to read the catalog is not a change (the
 // read's own retries deal with an unreachable source).
-func (r *Runner) sourceChanged(ctx context.Context, j shardJob) error {
-	now, err := r.sourceColumns(ctx, j.table)
+func (w *shardWork) sourceChanged(ctx context.Context) error {
+	r, j := w.r, w.j
+	now, err := schema.SourceColumns(ctx, r.src, r.srcD, j.table, r.plan.FenceColumn)
 	if errors.Is(err, plans.ErrInvalid) {
 		return fmt.Errorf("the source changed during the run: %w", err)
 	}

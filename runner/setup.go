@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"log/slog"
 	"maps"
 	"runtime"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/migrate-dev/migrate/batch"
+	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/plans"
@@ -28,61 +30,84 @@ type shardJob struct {
 	read     []dialect.Column // the source's columns the plan names, as setup read them (src less those the target generates)
 }
 
-// setup prepares the target for every table (C4) — helper tables, the
+// planSetup is the setup of a plan's target (run) and the reading of its
+// sources, which the dry run shares. It works with the dialects as given,
+// before a run tells them the copied columns' types.
+type planSetup struct {
+	plan       *plans.Plan // run and readSources set `shards: auto` tables' counts in it
+	src, dst   *sql.DB
+	srcD, dstD dialect.Dialect
+	log        *slog.Logger
+	fence      *fence.Fence
+	cursor     *cursor.Store
+	steps      postload.Store
+
+	// What run found, for the run's report and its post-load phase: the
+	// source tables' definitions in the plan's order, what of the source
+	// the target does not reproduce, the source's objects not copied.
+	defs             []*dialect.TableDef
+	notes, notCopied []string
+}
+
+// newSetup is the setup of r's plan.
+func (r *Runner) newSetup() *planSetup {
+	return &planSetup{plan: r.plan, src: r.src, dst: r.dst, srcD: r.srcD, dstD: r.dstD, log: r.log,
+		fence: r.fence, cursor: r.cursor, steps: r.steps}
+}
+
+// run prepares the target for every table (C4) — helper tables, the
 // target table if missing, the fence column, the post-load steps,
 // checkpoints with shard bounds — under a setup lock, so competing
 // instances agree on the result. It returns the shard jobs.
-func (r *Runner) setup(ctx context.Context) ([]shardJob, error) {
+func (ps *planSetup) run(ctx context.Context) ([]shardJob, error) {
 	// First every table is checked, changing nothing, so that a plan one of
 	// whose tables cannot be copied leaves the target untouched.
-	in, err := r.readSources(ctx)
+	in, err := ps.readSources(ctx)
 	if err != nil {
 		return nil, err
 	}
-	r.srcDefs = in.defs
-	recorded, err := r.steps.Recorded(ctx, r.dst)
+	ps.defs = in.defs
+	recorded, err := ps.steps.Recorded(ctx, ps.dst)
 	if err != nil {
 		return nil, err
 	}
-	tg := r.target(in.defs, recorded)
-	for i, t := range r.plan.Tables {
-		if _, err := tg.Prepare(ctx, r.dst, t, in.cols[i], in.defs[i]); err != nil {
+	tg := ps.target(in.defs, recorded)
+	for i, t := range ps.plan.Tables {
+		if _, err := tg.Prepare(ctx, ps.dst, t, in.cols[i], in.defs[i]); err != nil {
 			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 		}
 	}
-	preps, err := r.prepareTargets(ctx, in)
+	preps, err := ps.prepareTargets(ctx, in)
 	if err != nil {
 		return nil, err
 	}
-	notMigrated, err := r.notMigrated(ctx, in)
+	notMigrated, err := ps.notMigrated(ctx, in)
 	if err != nil {
 		return nil, err
 	}
 	notes := []string{}
-	for i, t := range r.plan.Tables {
+	for i, t := range ps.plan.Tables {
 		for _, n := range preps[i].Notes {
 			notes = append(notes, t.Target+": "+n)
 		}
 	}
-	r.mu.Lock()
-	r.report.Notes, r.report.NotMigrated = notes, notMigrated
-	r.mu.Unlock()
+	ps.notes, ps.notCopied = notes, notMigrated
 	var jobs []shardJob
-	for i, t := range r.plan.Tables {
+	for i, t := range ps.plan.Tables {
 		src, dst, read := preps[i].Src, preps[i].Dst, in.cols[i]
 		names := make([]string, len(src))
 		for i, c := range src {
 			names[i] = c.Name
 		}
-		convert := typemap.Converter(r.srcD.Engine(), r.dstD.Engine(), src, dst)
-		rc, ok := r.dstD.(dialect.RawCopier)
-		passthrough := ok && convert == nil && r.srcD.Engine() == r.dstD.Engine() && rc.Passthrough(r.srcD, src, dst, t.Key)
+		convert := typemap.Converter(ps.srcD.Engine(), ps.dstD.Engine(), src, dst)
+		rc, ok := ps.dstD.(dialect.RawCopier)
+		passthrough := ok && convert == nil && ps.srcD.Engine() == ps.dstD.Engine() && rc.Passthrough(ps.srcD, src, dst, t.Key)
 		for i := 0; i < t.Shards; i++ {
 			jobs = append(jobs, shardJob{table: t, src: src, dst: dst, read: read, spec: batch.Spec{
-				Shard:  fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: i},
+				Shard:  fence.Shard{Plan: ps.plan.Name, Table: t.Target, Index: i},
 				Source: t.SourceIdent(), Target: t.TargetIdent(),
-				Columns: names, Key: t.Key, FenceColumn: r.plan.FenceColumn,
-				BatchSize: r.plan.BatchSize, MaxRetries: r.plan.MaxRetries,
+				Columns: names, Key: t.Key, FenceColumn: ps.plan.FenceColumn,
+				BatchSize: ps.plan.BatchSize, MaxRetries: ps.plan.MaxRetries,
 				Convert: convert, Types: dst, Passthrough: passthrough,
 			}})
 		}
@@ -100,50 +125,45 @@ type sources struct {
 	objects *schema.Objects // the views, routines and triggers the post-load phase creates
 }
 
-// readSources reads every source table of the plan and checks its key.
-func (r *Runner) readSources(ctx context.Context) (*sources, error) {
-	n := len(r.plan.Tables)
+// readSources reads every source table of the plan and checks its key
+// (schema.SourceColumns).
+func (ps *planSetup) readSources(ctx context.Context) (*sources, error) {
+	n := len(ps.plan.Tables)
 	in := &sources{cols: make([][]dialect.Column, n), defs: make([]*dialect.TableDef, n), bounds: make([][]dialect.Range, n)}
-	for i, t := range r.plan.Tables {
+	for i, t := range ps.plan.Tables {
 		var err error
-		if in.cols[i], err = r.sourceColumns(ctx, t); err != nil {
+		if in.cols[i], err = schema.SourceColumns(ctx, ps.src, ps.srcD, t, ps.plan.FenceColumn); err != nil {
 			return nil, err
 		}
-		if in.defs[i], err = r.srcD.ReadTable(ctx, r.src, t.SourceIdent()); err != nil {
+		if in.defs[i], err = ps.srcD.ReadTable(ctx, ps.src, t.SourceIdent()); err != nil {
 			return nil, fmt.Errorf("source table %s: %w", t.Name, err)
 		}
-		if err := schema.CheckMax(ctx, r.src, r.srcD, r.dstD.Engine(), t, in.defs[i]); err != nil {
+		if err := schema.CheckMax(ctx, ps.src, ps.srcD, ps.dstD.Engine(), t, in.defs[i]); err != nil {
 			return nil, err
 		}
 		if t.AutoShards {
 			t.Shards = plans.ShardsAuto // chosen again; setup keeps the count the target has
 		}
-		if in.bounds[i], err = schema.ShardBounds(ctx, r.src, r.srcD, t, schema.AutoLimit(r.dstD.Engine(), runtime.GOMAXPROCS(0))); err != nil {
+		if in.bounds[i], err = schema.ShardBounds(ctx, ps.src, ps.srcD, t, schema.AutoLimit(ps.dstD.Engine(), runtime.GOMAXPROCS(0))); err != nil {
 			return nil, err
 		}
 		if t.Shards == plans.ShardsAuto {
-			r.plan.Tables[i].Shards, r.plan.Tables[i].AutoShards = len(in.bounds[i]), true
+			ps.plan.Tables[i].Shards, ps.plan.Tables[i].AutoShards = len(in.bounds[i]), true
 		}
 	}
 	var err error
-	if in.objects, err = r.readObjects(ctx, in.defs); err != nil {
+	if in.objects, err = ps.readObjects(ctx, in.defs); err != nil {
 		return nil, err
 	}
 	return in, nil
 }
 
-// sourceColumns returns the copied columns of a source table and checks
-// its key (schema.SourceColumns).
-func (r *Runner) sourceColumns(ctx context.Context, t plans.Table) ([]dialect.Column, error) {
-	return schema.SourceColumns(ctx, r.src, r.srcD, t, r.plan.FenceColumn)
-}
-
 // target is the plan's target as setup prepares it: defs are the source
 // tables' definitions, in the plan's order; recorded the post-load steps
 // the plan has recorded.
-func (r *Runner) target(defs []*dialect.TableDef, recorded postload.Steps) schema.Target {
+func (ps *planSetup) target(defs []*dialect.TableDef, recorded postload.Steps) schema.Target {
 	targets := map[string][]string{}
-	for i, t := range r.plan.Tables {
+	for i, t := range ps.plan.Tables {
 		if defs[i] != nil {
 			targets[strings.Join(defs[i].Name, ".")] = t.TargetIdent()
 		}
@@ -155,16 +175,16 @@ func (r *Runner) target(defs []*dialect.TableDef, recorded postload.Steps) schem
 		}
 		rec[s.Target][s.Name] = true
 	}
-	tg := schema.Target{SQL: r.dstD, Source: r.srcD.Engine(), FenceColumn: r.plan.FenceColumn, Targets: targets, Recorded: rec}
-	if r.src != nil {
-		tg.SourceDB, tg.SourceSQL = r.src, r.srcD
+	tg := schema.Target{SQL: ps.dstD, Source: ps.srcD.Engine(), FenceColumn: ps.plan.FenceColumn, Targets: targets, Recorded: rec}
+	if ps.src != nil {
+		tg.SourceDB, tg.SourceSQL = ps.src, ps.srcD
 	}
 	return tg
 }
 
-// setupLockName is the plan's setup lock: setup holds it throughout, the
+// setupLockName is a plan's setup lock: setup holds it throughout, the
 // post-load phase's claim while it records the phase running.
-func (r *Runner) setupLockName() string { return "migrate:" + r.plan.Name }
+func setupLockName(plan string) string { return "migrate:" + plan }
 
 // helpersLock serialises the creation of the helper tables by every plan
 // sharing a PostgreSQL target: two transactions creating one table "IF NOT
@@ -181,18 +201,18 @@ const helpersLock = "migrate/helpers"
 // a table created here is dropped again when a later step fails, and the
 // checkpoints are one transaction after the DDL. It returns each table's
 // preparation, in the plan's order.
-func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*schema.Prepared, err error) {
-	conn, err := r.dst.Conn(ctx)
+func (ps *planSetup) prepareTargets(ctx context.Context, in *sources) (preps []*schema.Prepared, err error) {
+	conn, err := ps.dst.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("target setup: %w", err)
 	}
 	defer conn.Close()
-	names := []string{r.setupLockName()}
-	if r.dstD.TransactionalDDL() {
+	names := []string{setupLockName(ps.plan.Name)}
+	if ps.dstD.TransactionalDDL() {
 		names = append(names, helpersLock)
 	}
 	for _, name := range names {
-		unlock, err := schema.Lock(ctx, conn, r.dstD, name)
+		unlock, err := schema.Lock(ctx, conn, ps.dstD, name)
 		if err != nil {
 			return nil, err
 		}
@@ -205,11 +225,11 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 	var created [][]string // tables created here where DDL commits itself: dropped again on failure
 	defer func() {
 		if err != nil && len(created) > 0 {
-			r.dropCreated(conn, created)
+			ps.dropCreated(conn, created)
 		}
 	}()
 	var db dialect.DB = conn
-	if r.dstD.TransactionalDDL() {
+	if ps.dstD.TransactionalDDL() {
 		tx, berr := conn.BeginTx(ctx, nil)
 		if berr != nil {
 			return nil, fmt.Errorf("target setup: %w", berr)
@@ -217,36 +237,36 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 		defer func() { _ = tx.Rollback() }() // after Commit: sql.ErrTxDone, nothing done
 		db = tx
 	}
-	recorded, err := r.steps.Recorded(ctx, db)
+	recorded, err := ps.steps.Recorded(ctx, db)
 	if err != nil {
 		return nil, err
 	}
-	preps = make([]*schema.Prepared, len(r.plan.Tables))
-	tg := r.target(in.defs, recorded)
-	for i, t := range r.plan.Tables {
+	preps = make([]*schema.Prepared, len(ps.plan.Tables))
+	tg := ps.target(in.defs, recorded)
+	for i, t := range ps.plan.Tables {
 		if preps[i], err = tg.Prepare(ctx, db, t, in.cols[i], in.defs[i]); err != nil {
 			return nil, fmt.Errorf("target table %s: %w", t.Target, err)
 		}
 	}
-	if err := r.runDDL(ctx, db, preps, &created); err != nil {
+	if err := ps.runDDL(ctx, db, preps, &created); err != nil {
 		return nil, err
 	}
-	for _, h := range r.dstD.Helpers() {
+	for _, h := range ps.dstD.Helpers() {
 		if _, err := db.ExecContext(ctx, h); err != nil {
 			return nil, schema.StmtError("create helper tables", h, err)
 		}
 	}
 	tables := make([]postload.TableSteps, len(preps))
-	for i, t := range r.plan.Tables {
+	for i, t := range ps.plan.Tables {
 		tables[i] = postload.TableSteps{Target: t.Target, Steps: preps[i].Steps}
 	}
-	if err := r.steps.Record(ctx, db, tables, in.objects.Steps, recorded); err != nil {
+	if err := ps.steps.Record(ctx, db, tables, in.objects.Steps, recorded); err != nil {
 		return nil, err
 	}
-	if err := r.dropForeignKeys(ctx, db, preps, recorded); err != nil {
+	if err := ps.dropForeignKeys(ctx, db, preps, recorded); err != nil {
 		return nil, err
 	}
-	if !r.dstD.TransactionalDDL() {
+	if !ps.dstD.TransactionalDDL() {
 		// The DDL above committed itself and is idempotent; the
 		// checkpoints and watermark floors are rows, written in one
 		// transaction: a setup killed among them leaves none.
@@ -257,7 +277,7 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 		defer func() { _ = tx.Rollback() }()
 		db = tx
 	}
-	if err := r.writeCheckpoints(ctx, db, preps, in.bounds); err != nil {
+	if err := ps.writeCheckpoints(ctx, db, preps, in.bounds); err != nil {
 		return nil, err
 	}
 	if err := db.(*sql.Tx).Commit(); err != nil {
@@ -269,18 +289,18 @@ func (r *Runner) prepareTargets(ctx context.Context, in *sources) (preps []*sche
 // runDDL runs each table's DDL first, so that a user without the rights
 // to run it changes nothing. A table created where DDL commits itself is
 // added to created.
-func (r *Runner) runDDL(ctx context.Context, db dialect.DB, preps []*schema.Prepared, created *[][]string) error {
-	for i, t := range r.plan.Tables {
+func (ps *planSetup) runDDL(ctx context.Context, db dialect.DB, preps []*schema.Prepared, created *[][]string) error {
+	for i, t := range ps.plan.Tables {
 		p, recordedCreate := preps[i], false
 		for _, n := range p.Notes {
-			r.log.Warn("not reproduced in the target", "table", t.Target, "what", n)
+			ps.log.Warn("not reproduced in the target", "table", t.Target, "what", n)
 		}
 		for _, q := range p.DDL {
-			r.log.Info("preparing the target table", "table", t.Target, "ddl", q)
+			ps.log.Info("preparing the target table", "table", t.Target, "ddl", q)
 			if _, err := db.ExecContext(ctx, q); err != nil {
 				return schema.StmtError("target table "+t.Target, q, err)
 			}
-			if p.Created && !r.dstD.TransactionalDDL() && strings.HasPrefix(q, "CREATE TABLE") && !recordedCreate {
+			if p.Created && !ps.dstD.TransactionalDDL() && strings.HasPrefix(q, "CREATE TABLE") && !recordedCreate {
 				*created, recordedCreate = append(*created, t.TargetIdent()), true
 			}
 		}
@@ -295,10 +315,10 @@ func (r *Runner) runDDL(ctx context.Context, db dialect.DB, preps []*schema.Prep
 // takes too): every shard is done then, so there is no load to speed up,
 // and its holder may have created a key whose step it has not marked done
 // yet — dropped now, it would be lost for good.
-func (r *Runner) dropForeignKeys(ctx context.Context, db dialect.DB, preps []*schema.Prepared, recorded postload.Steps) error {
+func (ps *planSetup) dropForeignKeys(ctx context.Context, db dialect.DB, preps []*schema.Prepared, recorded postload.Steps) error {
 	if recorded.State() == postload.Running {
 		if hasDrops(preps) {
-			r.log.Info("the post-load phase is running: the target's foreign keys stay in place")
+			ps.log.Info("the post-load phase is running: the target's foreign keys stay in place")
 		}
 		return nil
 	}
@@ -308,14 +328,14 @@ func (r *Runner) dropForeignKeys(ctx context.Context, db dialect.DB, preps []*sc
 			done[s.Target+"\x00"+s.Name] = true
 		}
 	}
-	for i, t := range r.plan.Tables {
+	for i, t := range ps.plan.Tables {
 		p := preps[i]
 		for _, name := range slices.Sorted(maps.Keys(p.DropFKs)) {
 			if done[t.Target+"\x00"+name] {
 				continue
 			}
 			q := p.DropFKs[name]
-			r.log.Info("dropping a foreign key of the target table for the load; the post-load phase re-creates it", "table", t.Target, "foreign_key", name)
+			ps.log.Info("dropping a foreign key of the target table for the load; the post-load phase re-creates it", "table", t.Target, "foreign_key", name)
 			if _, err := db.ExecContext(ctx, q); err != nil {
 				return schema.StmtError("target table "+t.Target, q, err)
 			}
@@ -337,9 +357,9 @@ func hasDrops(preps []*schema.Prepared) bool {
 // writeCheckpoints writes each shard's checkpoint with its bounds, the
 // first time; a table that existed before this plan (no DDL, no
 // checkpoints) floors the new shards' watermarks above its highest token.
-func (r *Runner) writeCheckpoints(ctx context.Context, db dialect.DB, preps []*schema.Prepared, bounds [][]dialect.Range) error {
-	for i, t := range r.plan.Tables {
-		n, err := r.checkShardCount(ctx, db, i)
+func (ps *planSetup) writeCheckpoints(ctx context.Context, db dialect.DB, preps []*schema.Prepared, bounds [][]dialect.Range) error {
+	for i, t := range ps.plan.Tables {
+		n, err := ps.checkShardCount(ctx, db, i)
 		if err != nil {
 			return err
 		}
@@ -348,17 +368,17 @@ func (r *Runner) writeCheckpoints(ctx context.Context, db dialect.DB, preps []*s
 		}
 		var floor fence.Token
 		if !preps[i].Created {
-			if floor, err = r.tokenFloor(ctx, db, t); err != nil {
+			if floor, err = ps.tokenFloor(ctx, db, t); err != nil {
 				return err
 			}
 		}
 		for j, b := range bounds[i] {
-			s := fence.Shard{Plan: r.plan.Name, Table: t.Target, Index: j}
-			if err := r.cursor.Init(ctx, db, s, b.Lo, b.Hi); err != nil {
+			s := fence.Shard{Plan: ps.plan.Name, Table: t.Target, Index: j}
+			if err := ps.cursor.Init(ctx, db, s, b.Lo, b.Hi); err != nil {
 				return err
 			}
 			if floor > 0 {
-				if err := r.fence.Floor(ctx, db, s, floor); err != nil {
+				if err := ps.fence.Floor(ctx, db, s, floor); err != nil {
 					return err
 				}
 			}
@@ -370,16 +390,16 @@ func (r *Runner) writeCheckpoints(ctx context.Context, db dialect.DB, preps []*s
 // dropCreated drops again the target tables a failed setup created (where
 // DDL commits itself): they are empty, and no instance can use them before
 // setup succeeds.
-func (r *Runner) dropCreated(conn *sql.Conn, tables [][]string) {
+func (ps *planSetup) dropCreated(conn *sql.Conn, tables [][]string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, t := range tables {
-		q := r.dstD.DropTable(t)
+		q := ps.dstD.DropTable(t)
 		if _, err := conn.ExecContext(ctx, q); err != nil {
-			r.log.Warn("could not drop a target table created by the failed setup", "table", strings.Join(t, "."), "statement", q, "err", err)
+			ps.log.Warn("could not drop a target table created by the failed setup", "table", strings.Join(t, "."), "statement", q, "err", err)
 			continue
 		}
-		r.log.Info("dropped the target table created by the failed setup", "table", strings.Join(t, "."))
+		ps.log.Info("dropped the target table created by the failed setup", "table", strings.Join(t, "."))
 	}
 }
 
@@ -388,14 +408,14 @@ func (r *Runner) dropCreated(conn *sql.Conn, tables [][]string) {
 // (fence.Floor), or the rows an earlier plan wrote with a newer token than
 // the new plan's first would refuse it. One scan of the table's fence
 // column, once per plan and table.
-func (r *Runner) tokenFloor(ctx context.Context, db dialect.DB, t plans.Table) (fence.Token, error) {
+func (ps *planSetup) tokenFloor(ctx context.Context, db dialect.DB, t plans.Table) (fence.Token, error) {
 	var top int64
-	q := r.dstD.MaxToken(t.TargetIdent(), r.plan.FenceColumn)
+	q := ps.dstD.MaxToken(t.TargetIdent(), ps.plan.FenceColumn)
 	if err := db.QueryRowContext(ctx, q).Scan(&top); err != nil {
 		return 0, schema.StmtError("highest token in target table "+t.Target, q, err)
 	}
 	if top > 0 {
-		r.log.Info("the target table holds rows written by an earlier plan; this plan's tokens start above theirs", "table", t.Target, "highest_token", top)
+		ps.log.Info("the target table holds rows written by an earlier plan; this plan's tokens start above theirs", "table", t.Target, "highest_token", top)
 	}
 	return fence.Token(top), nil
 }
@@ -405,12 +425,12 @@ func (r *Runner) tokenFloor(ctx context.Context, db dialect.DB, t plans.Table) (
 // cover the table exactly (fewer shards leave rows out, more overlap). A
 // table with `shards: auto` takes the count its checkpoints have. It
 // returns how many checkpoints the i-th table has.
-func (r *Runner) checkShardCount(ctx context.Context, tx dialect.DB, i int) (int, error) {
-	n, err := r.checkpointCounts(ctx, tx)
+func (ps *planSetup) checkShardCount(ctx context.Context, tx dialect.DB, i int) (int, error) {
+	n, err := ps.checkpointCounts(ctx, tx)
 	if err != nil {
 		return 0, err
 	}
-	t := &r.plan.Tables[i]
+	t := &ps.plan.Tables[i]
 	switch c := n[t.Target]; {
 	case c != 0 && t.AutoShards:
 		t.Shards = c
@@ -422,8 +442,8 @@ func (r *Runner) checkShardCount(ctx context.Context, tx dialect.DB, i int) (int
 
 // checkpointCounts counts the plan's checkpoints in the target by target
 // table.
-func (r *Runner) checkpointCounts(ctx context.Context, q dialect.DB) (map[string]int, error) {
-	cps, err := r.cursor.List(ctx, q, r.plan.Name)
+func (ps *planSetup) checkpointCounts(ctx context.Context, q dialect.DB) (map[string]int, error) {
+	cps, err := ps.cursor.List(ctx, q, ps.plan.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -432,20 +452,4 @@ func (r *Runner) checkpointCounts(ctx context.Context, q dialect.DB) (map[string
 		n[cp.Shard.Table]++
 	}
 	return n, nil
-}
-
-// resolveShards sets the shard count of every `shards: auto` table that
-// setup has split to the count of its checkpoints (status reads them
-// before any setup of its own); a table not set up yet keeps none.
-func (r *Runner) resolveShards(ctx context.Context) error {
-	n, err := r.checkpointCounts(ctx, r.dst)
-	if err != nil {
-		return err
-	}
-	for i := range r.plan.Tables {
-		if t := &r.plan.Tables[i]; (t.Shards == plans.ShardsAuto || t.AutoShards) && n[t.Target] > 0 {
-			t.Shards, t.AutoShards = n[t.Target], true
-		}
-	}
-	return nil
 }

@@ -62,8 +62,8 @@ func (w *shardWork) Run(ctx context.Context, c *hold.Claim) error {
 	if err := w.beginTakeover(c); err != nil {
 		return err
 	}
-	w.r.startRate(c.Unit, c.Lease)
-	defer w.r.stopRate(c.Unit)
+	w.r.pace.start(c.Unit, c.Lease)
+	defer w.r.pace.stop(c.Unit)
 	res, err := w.copy(ctx, c)
 	return w.finish(c, res, err)
 }
@@ -77,19 +77,19 @@ func (w *shardWork) copy(ctx context.Context, c *hold.Claim) (batch.Result, erro
 	spec.Range = dialect.Range{Lo: cp.Lo, Hi: cp.Hi}
 	spec.MaxOutage = r.plan.MaxOutage
 	copier := r.copier()
-	copier.SchemaCheck = func(ctx context.Context) error { return r.sourceChanged(ctx, j) }
+	copier.SchemaCheck = w.sourceChanged
 	var check neighbourhood
 	noted := false
 	note := func() { // the takeover's RTO is known once the first new batch is checked
 		if w.tk != nil && !noted {
 			noted = true
-			r.noteTakeover(lctx, spec.Shard, w.tk, check, w.log)
+			w.noteTakeover(lctx, spec.Shard, check)
 		}
 	}
 	if w.tk != nil && cp.LastKey != nil {
-		check = r.checkNeighbourhood(lctx, j, spec, cp.LastKey, nil, w.log)
+		check = w.checkNeighbourhood(lctx, spec, cp.LastKey, nil)
 		copier.AfterFirst = func(rows [][]any) {
-			first := r.checkNeighbourhood(lctx, j, spec, nil, rows, w.log)
+			first := w.checkNeighbourhood(lctx, spec, nil, rows)
 			check.rows, check.diffs, check.took = check.rows+first.rows, check.diffs+first.diffs, check.took+first.took
 			note()
 		}
@@ -111,7 +111,7 @@ func (w *shardWork) finish(c *hold.Claim, res batch.Result, err error) error {
 	m := r.opts.Metrics
 	result := ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(cursor.Running), Token: c.Lease.Token(), Rows: res.Rows, Batches: res.Batches}
 	if err == nil {
-		err = r.setState(c, cursor.Done)
+		err = w.setState(c, cursor.Done)
 	}
 	switch {
 	case errors.Is(err, cursor.ErrMoved) && c.Lease.Context().Err() == nil:
@@ -123,7 +123,7 @@ func (w *shardWork) finish(c *hold.Claim, res batch.Result, err error) error {
 		if w.tk != nil {
 			m.RecoveryFailed(s.Table, s.Index)
 		}
-		if r.halt(c, w.log) {
+		if w.halt(c) {
 			result.State = string(cursor.Halted)
 		}
 		r.addShard(result)
@@ -141,7 +141,8 @@ func (w *shardWork) finish(c *hold.Claim, res batch.Result, err error) error {
 }
 
 // setState records the shard's state, fenced like a batch.
-func (r *Runner) setState(c *hold.Claim, st cursor.State) error {
+func (w *shardWork) setState(c *hold.Claim, st cursor.State) error {
+	r := w.r
 	return r.unitFence.Do(c.Lease, c.Unit, func(ctx context.Context, tx *sql.Tx) error {
 		return r.cursor.SetState(ctx, tx, c.Unit, st, fenceToken(c.Lease))
 	})
@@ -149,12 +150,13 @@ func (r *Runner) setState(c *hold.Claim, st cursor.State) error {
 
 // halt records the shard halted so no instance resumes it automatically,
 // and reports whether it could.
-func (r *Runner) halt(c *hold.Claim, log *slog.Logger) bool {
-	if err := r.setState(c, cursor.Halted); err != nil {
-		log.Error("could not record the shard halted", "err", err)
+func (w *shardWork) halt(c *hold.Claim) bool {
+	r := w.r
+	if err := w.setState(c, cursor.Halted); err != nil {
+		w.log.Error("could not record the shard halted", "err", err)
 		return false
 	}
-	log.Error("shard halted: automatic recovery gave up; fix the cause, then run `migrate resume`")
+	w.log.Error("shard halted: automatic recovery gave up; fix the cause, then run `migrate resume`")
 	r.opts.Metrics.Halted(c.Unit.Table, c.Unit.Index)
 	return true
 }

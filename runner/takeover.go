@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/migrate-dev/migrate/batch"
@@ -34,13 +33,13 @@ func (w *shardWork) beginTakeover(c *hold.Claim) error {
 		PredictedRtoMs: r.PredictedRTO().Milliseconds(), ResumedAfter: fmt.Sprint(cp.LastKey), ResumeKey: cp.LastText,
 	}
 	w.log.Info("taking over", "previous_owner", prev.Owner, "previous_token", prev.Token, "wait", c.Wait, "resume_after", cp.LastKey, "rows_done", cp.RowsDone)
-	n := r.countTakeover(c.Lease.Context(), s, w.tk, w.log)
+	n := w.countTakeover(c.Lease.Context(), s)
 	if n <= int64(r.plan.MaxTakeovers) {
 		return nil
 	}
 	r.opts.Metrics.RecoveryFailed(s.Table, s.Index)
 	state := cursor.Running
-	if r.halt(c, w.log) {
+	if w.halt(c) {
 		state = cursor.Halted
 	}
 	r.addShard(ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(state), Token: token})
@@ -48,23 +47,26 @@ func (w *shardWork) beginTakeover(c *hold.Claim) error {
 		hold.ErrHalted, s, n, r.plan.TakeoverWindow, r.plan.MaxTakeovers)
 }
 
-// countTakeover records the takeover in the target and returns how many
-// the shard has seen within the plan's takeover window, this one included;
-// 0 when the target could not tell (the takeover goes on: the counter is a
-// guard, not a condition of recovery).
-func (r *Runner) countTakeover(ctx context.Context, s fence.Shard, tk *Takeover, log *slog.Logger) int64 {
+// countTakeover records the takeover (w.tk) in the target and returns how
+// many the shard has seen within the plan's takeover window, this one
+// included; 0 when the target could not tell (the takeover goes on: the
+// counter is a guard, not a condition of recovery).
+func (w *shardWork) countTakeover(ctx context.Context, s fence.Shard) int64 {
+	r, tk := w.r, w.tk
 	rec, _ := json.Marshal(tk)
 	n, err := r.records.RecordTakeover(ctx, s, tk.Token, r.plan.TakeoverWindow, string(rec))
 	if err != nil {
-		log.Warn("could not count the takeover", "err", err)
+		w.log.Warn("could not count the takeover", "err", err)
 		return 0
 	}
 	return n
 }
 
-// noteTakeover completes the takeover's RTO with the check of the resume
-// neighbourhood, logs the breakdown, and records it for status and metrics.
-func (r *Runner) noteTakeover(ctx context.Context, s fence.Shard, tk *Takeover, check neighbourhood, log *slog.Logger) {
+// noteTakeover completes the takeover's (w.tk) RTO with the check of the
+// resume neighbourhood, logs the breakdown, and records it for status and
+// metrics.
+func (w *shardWork) noteTakeover(ctx context.Context, s fence.Shard, check neighbourhood) {
+	r, tk, log := w.r, w.tk, w.log
 	tk.VerifyMs, tk.CheckedRows, tk.CheckDiffs = check.took.Milliseconds(), check.rows, check.diffs
 	tk.RtoMs = tk.WaitMs + tk.ElectMs + tk.RecoverMs + tk.VerifyMs
 	log.Info("takeover RTO", "rto_ms", tk.RtoMs, "wait_ms", tk.WaitMs, "elect_ms", tk.ElectMs, "recover_ms", tk.RecoverMs,
@@ -103,7 +105,8 @@ type neighbourhood struct {
 // new batch (rows, as just written). A difference is logged and reported —
 // the end-of-table verification then fails the run, and `migrate repair`
 // fixes it — but does not stop the copy.
-func (r *Runner) checkNeighbourhood(ctx context.Context, j shardJob, spec batch.Spec, last []any, rows [][]any, log *slog.Logger) (n neighbourhood) {
+func (w *shardWork) checkNeighbourhood(ctx context.Context, spec batch.Spec, last []any, rows [][]any) (n neighbourhood) {
+	r, j, log := w.r, w.j, w.log
 	start := time.Now()
 	defer func() { n.took = time.Since(start) }()
 	src, err := rows, error(nil)
@@ -112,7 +115,7 @@ func (r *Runner) checkNeighbourhood(ctx context.Context, j shardJob, spec batch.
 	}
 	if err == nil && len(src) > 0 {
 		var dst [][]any
-		if dst, err = r.targetRows(ctx, j, src); err == nil {
+		if dst, err = w.targetRows(ctx, src); err == nil {
 			var missing, changed int64
 			missing, changed, err = verify.Rows(r.srcD.Engine(), r.dstD.Engine(), j.src, j.dst, spec.Key, src, dst)
 			n.rows, n.diffs = int64(len(src)), missing+changed
@@ -129,8 +132,10 @@ func (r *Runner) checkNeighbourhood(ctx context.Context, j shardJob, spec batch.
 	return n
 }
 
-// targetRows reads from the target the rows with the keys of rows.
-func (r *Runner) targetRows(ctx context.Context, j shardJob, rows [][]any) ([][]any, error) {
+// targetRows reads from the target the rows of the shard's table with
+// the keys of rows.
+func (w *shardWork) targetRows(ctx context.Context, rows [][]any) ([][]any, error) {
+	r, j := w.r, w.j
 	if err := r.scanPool(ctx); err != nil {
 		return nil, err
 	}

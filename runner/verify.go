@@ -100,7 +100,7 @@ func (r *Runner) scanPool(ctx context.Context) error {
 // schema.Copied): the source's definitions and the target's, in the same
 // order.
 func (r *Runner) copiedColumns(ctx context.Context, t plans.Table) (src, dst []dialect.Column, err error) {
-	if src, err = r.sourceColumns(ctx, t); err != nil {
+	if src, err = schema.SourceColumns(ctx, r.src, r.srcD, t, r.plan.FenceColumn); err != nil {
 		return nil, nil, err
 	}
 	if err := r.scanPool(ctx); err != nil {
