@@ -69,8 +69,8 @@ type Spec struct {
 	Passthrough bool
 }
 
-// Progress is reported after each committed batch.
-type Progress struct {
+// Committed is what is reported of each committed batch.
+type Committed struct {
 	Rows, Inserted, Updated int64
 	LastKey                 []any
 	Elapsed                 time.Duration
@@ -96,7 +96,7 @@ type Copier struct {
 	Fence     Fencer
 	Cursor    Cursor
 	Log       *slog.Logger
-	OnBatch   func(fence.Shard, Progress) // may be nil
+	OnBatch   func(fence.Shard, Committed) // may be nil
 	// AfterFirst, if set, is called with the rows of the first batch once it
 	// has committed, before the copy goes on (a takeover checks them).
 	AfterFirst func(rows [][]any)
@@ -198,7 +198,7 @@ func (c *Copier) Copy(ctx context.Context, spec Spec, lease fence.Lease, from cu
 			last = w.last
 			res.add(w)
 			if c.OnBatch != nil {
-				c.OnBatch(spec.Shard, Progress{Rows: int64(w.n), Inserted: w.ins, Updated: w.upd, LastKey: w.last, Elapsed: time.Since(start)})
+				c.OnBatch(spec.Shard, Committed{Rows: int64(w.n), Inserted: w.ins, Updated: w.upd, LastKey: w.last, Elapsed: time.Since(start)})
 			}
 			if res.Batches == 1 && c.AfterFirst != nil {
 				c.AfterFirst(w.rows)

@@ -182,7 +182,7 @@ func TestCopier_NewerRowsHalt(t *testing.T) {
 func TestCopier_StaleTokenStopsAtOnce(t *testing.T) {
 	e := setup(t, 5000, 4)
 	l := newLease(t, 4)
-	e.copier.OnBatch = func(_ fence.Shard, p batch.Progress) {
+	e.copier.OnBatch = func(_ fence.Shard, p batch.Committed) {
 		if fmt.Sprint(p.LastKey) == "[2000]" {
 			e.claim(t, 5, "successor") // a successor takes over after two batches
 		}
@@ -203,7 +203,7 @@ func TestCopier_StaleTokenStopsAtOnce(t *testing.T) {
 func TestCopier_LeaseLostStopsWriting(t *testing.T) {
 	e := setup(t, 5000, 1)
 	l := newLease(t, 1)
-	e.copier.OnBatch = func(_ fence.Shard, p batch.Progress) {
+	e.copier.OnBatch = func(_ fence.Shard, p batch.Committed) {
 		if fmt.Sprint(p.LastKey) == "[3000]" {
 			l.cancel(errors.New("renewal failed"))
 		}

@@ -65,7 +65,7 @@ func TestCopier_BatchLongerThanRunwayIsSplit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	var batches []int64
-	e.copier.OnBatch = func(_ fence.Shard, p batch.Progress) { batches = append(batches, p.Rows) }
+	e.copier.OnBatch = func(_ fence.Shard, p batch.Committed) { batches = append(batches, p.Rows) }
 	res, err := e.copier.Copy(ctx, e.spec, newRenewing(t, time.Second), cursor.Checkpoint{})
 	if err != nil {
 		t.Fatalf("Copy = %v after %d batches %v", err, len(batches), batches)

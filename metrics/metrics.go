@@ -74,7 +74,6 @@ var States = []string{"pending", "running", "done", "halted", "standby"}
 // one lease TTL (2–60 s) plus election, recovery and verification.
 var RTOBuckets = []float64{1, 2, 3, 5, 8, 13, 20, 30, 45, 60, 90, 120, 180, 300}
 
-
 // Takeover describes one takeover of a shard (SPEC §6).
 type Takeover struct {
 	Wait, Elect, Recover, Verify time.Duration // the parts of RTO
@@ -319,4 +318,3 @@ func (m *Metrics) Handler() http.Handler {
 	}
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
-

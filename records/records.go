@@ -83,17 +83,17 @@ func (st *Store) Takeovers(ctx context.Context, s fence.Shard, window time.Durat
 	return n, last, nil
 }
 
-// Progress is what the holder of a shard publishes about its pace, for
+// Pace is what the holder of a shard publishes about its pace, for
 // status: it is kept for a while unless published again.
-type Progress struct {
+type Pace struct {
 	Owner      string  // the holder that measured it
 	RowsPerSec float64 // rows committed per second, smoothed
 	EtaMs      int64   // time left for the shard at that rate; -1 unknown
 	TableRows  int64   // the source's estimate of the whole table's rows
 }
 
-// PublishProgress replaces the progress record of s, kept for keep.
-func (st *Store) PublishProgress(ctx context.Context, s fence.Shard, p Progress, keep time.Duration) error {
+// PublishPace replaces the pace record of s, kept for keep.
+func (st *Store) PublishPace(ctx context.Context, s fence.Shard, p Pace, keep time.Duration) error {
 	_, err := st.db.ExecContext(ctx, st.sql.ProgressPut(), s.Plan, s.Table, s.Index, p.Owner, p.RowsPerSec, p.EtaMs, p.TableRows, max(keep.Milliseconds(), 1))
 	if err != nil {
 		return fmt.Errorf("records: publish progress of %s: %w", s, err)
@@ -101,15 +101,15 @@ func (st *Store) PublishProgress(ctx context.Context, s fence.Shard, p Progress,
 	return nil
 }
 
-// ReadProgress reads what PublishProgress kept; ok is false when nothing is
+// ReadPace reads what PublishPace kept; ok is false when nothing is
 // (no holder published within its keep time, or no table yet).
-func (st *Store) ReadProgress(ctx context.Context, s fence.Shard) (p Progress, ok bool, err error) {
+func (st *Store) ReadPace(ctx context.Context, s fence.Shard) (p Pace, ok bool, err error) {
 	err = st.db.QueryRowContext(ctx, st.sql.ProgressGet(), s.Plan, s.Table, s.Index).Scan(&p.Owner, &p.RowsPerSec, &p.EtaMs, &p.TableRows)
 	switch {
 	case errors.Is(err, sql.ErrNoRows), dialect.MissingTable(err):
-		return Progress{}, false, nil
+		return Pace{}, false, nil
 	case err != nil:
-		return Progress{}, false, fmt.Errorf("records: read progress of %s: %w", s, err)
+		return Pace{}, false, fmt.Errorf("records: read progress of %s: %w", s, err)
 	}
 	return p, true, nil
 }

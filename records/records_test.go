@@ -92,28 +92,28 @@ func TestStore_Takeovers(t *testing.T) {
 func TestStore_Progress(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, st *records.Store, _ *sql.DB) {
 		ctx := t.Context()
-		if _, ok, err := st.ReadProgress(ctx, shard); ok || err != nil {
+		if _, ok, err := st.ReadPace(ctx, shard); ok || err != nil {
 			t.Fatalf("before any: ok %v, %v", ok, err)
 		}
-		want := records.Progress{Owner: "a-1", RowsPerSec: 1234.5, EtaMs: 60000, TableRows: 1000000}
-		if err := st.PublishProgress(ctx, shard, want, time.Minute); err != nil {
+		want := records.Pace{Owner: "a-1", RowsPerSec: 1234.5, EtaMs: 60000, TableRows: 1000000}
+		if err := st.PublishPace(ctx, shard, want, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if got, ok, err := st.ReadProgress(ctx, shard); !ok || err != nil || got != want {
+		if got, ok, err := st.ReadPace(ctx, shard); !ok || err != nil || got != want {
 			t.Fatalf("read %+v, %v, %v; want %+v", got, ok, err, want)
 		}
-		next := records.Progress{Owner: "b-2", EtaMs: -1}
-		if err := st.PublishProgress(ctx, shard, next, time.Minute); err != nil {
+		next := records.Pace{Owner: "b-2", EtaMs: -1}
+		if err := st.PublishPace(ctx, shard, next, time.Minute); err != nil {
 			t.Fatal(err)
 		}
-		if got, ok, err := st.ReadProgress(ctx, shard); !ok || err != nil || got != next {
+		if got, ok, err := st.ReadPace(ctx, shard); !ok || err != nil || got != next {
 			t.Fatalf("read %+v, %v, %v; want %+v", got, ok, err, next)
 		}
-		if err := st.PublishProgress(ctx, shard, next, 200*time.Millisecond); err != nil {
+		if err := st.PublishPace(ctx, shard, next, 200*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(300 * time.Millisecond) // past the keep time, however late this runs
-		if got, ok, err := st.ReadProgress(ctx, shard); ok || err != nil {
+		if got, ok, err := st.ReadPace(ctx, shard); ok || err != nil {
 			t.Fatalf("after its keep time: %+v, %v, %v; want nothing", got, ok, err)
 		}
 	})
@@ -131,7 +131,7 @@ func TestStore_NoTables(t *testing.T) {
 		if n, rec, err := st.Takeovers(t.Context(), shard, time.Minute); err != nil || n != 0 || rec != "" {
 			t.Errorf("takeovers without the table: %d %q %v", n, rec, err)
 		}
-		if _, ok, err := st.ReadProgress(t.Context(), shard); ok || err != nil {
+		if _, ok, err := st.ReadPace(t.Context(), shard); ok || err != nil {
 			t.Errorf("progress without the table: %v %v", ok, err)
 		}
 	})

@@ -92,7 +92,7 @@ func (p *pace) publish(ctx context.Context) {
 		}
 		type pub struct {
 			s fence.Shard
-			p records.Progress
+			p records.Pace
 		}
 		var pubs []pub
 		now := time.Now()
@@ -113,12 +113,12 @@ func (p *pace) publish(ctx context.Context) {
 			if rt.perSec > 0 {
 				eta = int64(float64(p.left[s]) / rt.perSec * 1000)
 			}
-			pubs = append(pubs, pub{s, records.Progress{Owner: rt.owner, RowsPerSec: rt.perSec, EtaMs: eta, TableRows: p.tableRows[s.Table]}})
+			pubs = append(pubs, pub{s, records.Pace{Owner: rt.owner, RowsPerSec: rt.perSec, EtaMs: eta, TableRows: p.tableRows[s.Table]}})
 		}
 		p.mu.Unlock()
 		for _, pb := range pubs {
 			pctx, cancel := context.WithTimeout(ctx, publishEvery/2)
-			if err := p.records.PublishProgress(pctx, pb.s, pb.p, p.plan.LeaseTTL); err != nil {
+			if err := p.records.PublishPace(pctx, pb.s, pb.p, p.plan.LeaseTTL); err != nil {
 				p.log.Debug("progress not published", "shard", pb.s.String(), "err", err)
 			}
 			cancel()

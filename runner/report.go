@@ -44,9 +44,11 @@ type Takeover struct {
 	VerifyMs      int64  `json:"verify_ms"`
 	RtoMs         int64  `json:"rto_ms"`
 	// PredictedRtoMs is what the configuration allows the wait to be at
-	// most: the TTL counted from the last renewal, plus the standby's poll
-	// period (TTL/10). rto_ms - predicted_rto_ms is then the takeover's
-	// own work beyond the configured wait, or negative.
+	// most, on the plan's lock service (lock.Locker.MaxWait): the TTL
+	// counted from the last renewal, plus how late a standby can learn of
+	// the expiry (its poll, TTL/10, on the database and Redis; the
+	// service's expiry check on etcd). rto_ms - predicted_rto_ms is then
+	// the takeover's own work beyond the configured wait, or negative.
 	PredictedRtoMs int64  `json:"predicted_rto_ms"`
 	PreviousToken  int64  `json:"previous_token"`
 	ReplayedRows   int64  `json:"replayed_rows"`

@@ -374,7 +374,7 @@ func (r *Runner) copier() *batch.Copier {
 	return &batch.Copier{
 		Source: r.src, SourceSQL: r.srcD, Target: r.dst, TargetSQL: r.dstD,
 		Fence: r.fence, Cursor: r.cursor, Log: r.log,
-		OnBatch: func(s fence.Shard, p batch.Progress) {
+		OnBatch: func(s fence.Shard, p batch.Committed) {
 			r.mu.Lock()
 			r.report.RowsWritten += p.Rows
 			r.report.Batches++

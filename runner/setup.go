@@ -225,7 +225,7 @@ func (ps *planSetup) prepareTargets(ctx context.Context, in *sources) (preps []*
 	var created [][]string // tables created here where DDL commits itself: dropped again on failure
 	defer func() {
 		if err != nil && len(created) > 0 {
-			ps.dropCreated(conn, created)
+			ps.dropCreated(ctx, conn, created)
 		}
 	}()
 	var db dialect.DB = conn
@@ -389,9 +389,9 @@ func (ps *planSetup) writeCheckpoints(ctx context.Context, db dialect.DB, preps 
 
 // dropCreated drops again the target tables a failed setup created (where
 // DDL commits itself): they are empty, and no instance can use them before
-// setup succeeds.
-func (ps *planSetup) dropCreated(conn *sql.Conn, tables [][]string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+// setup succeeds. Even when ctx was cancelled (a signal ended the setup).
+func (ps *planSetup) dropCreated(ctx context.Context, conn *sql.Conn, tables [][]string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	for _, t := range tables {
 		q := ps.dstD.DropTable(t)

@@ -129,12 +129,12 @@ func TestReader_Read(t *testing.T) {
 		defer func() { _ = lease.Release(context.WithoutCancel(ctx)) }()
 		for _, p := range []struct {
 			s fence.Shard
-			p records.Progress
+			p records.Pace
 		}{
-			{o0, records.Progress{Owner: "writer-a", RowsPerSec: 20, EtaMs: 2900, TableRows: 300}},  // the holder's
-			{i0, records.Progress{Owner: "writer-gone", RowsPerSec: 50, EtaMs: 100, TableRows: 90}}, // not the holder's
+			{o0, records.Pace{Owner: "writer-a", RowsPerSec: 20, EtaMs: 2900, TableRows: 300}},  // the holder's
+			{i0, records.Pace{Owner: "writer-gone", RowsPerSec: 50, EtaMs: 100, TableRows: 90}}, // not the holder's
 		} {
-			if err := rd.Records.PublishProgress(ctx, p.s, p.p, time.Minute); err != nil {
+			if err := rd.Records.PublishPace(ctx, p.s, p.p, time.Minute); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -185,7 +185,7 @@ func (rd *Reader) shard(ctx context.Context, cp cursor.Checkpoint, holders map[f
 		Watermark: int64(w), Holder: holder, Takeovers: n, LastTakeover: lastJSON,
 	}
 	var est int64
-	switch p, ok, err := rd.Records.ReadProgress(ctx, cp.Shard); {
+	switch p, ok, err := rd.Records.ReadPace(ctx, cp.Shard); {
 	case err != nil:
 		return ss, 0, fmt.Errorf("target %s: %w", rd.Plan.Target, err)
 	case cp.State == cursor.Done:
