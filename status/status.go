@@ -106,15 +106,9 @@ type Reader struct {
 // holders' pace from the target; live leases from the lock service.
 func (rd *Reader) Read(ctx context.Context) (*Status, error) {
 	st := &Status{Plan: rd.Plan.Name, Tables: []ShardStatus{}, Leases: []LeaseStatus{}, Totals: []TableTotal{}}
-	exists, err := rd.exists(ctx)
+	cps, err := rd.checkpoints(ctx)
 	if err != nil {
 		return nil, err
-	}
-	var cps []cursor.Checkpoint
-	if exists {
-		if cps, err = rd.Cursor.List(ctx, rd.Target, rd.Plan.Name); err != nil {
-			return nil, err
-		}
 	}
 	shards := Shards(rd.Plan, cps)
 	holders, err := rd.leases(ctx, st, shards)
@@ -150,14 +144,18 @@ func (rd *Reader) Read(ctx context.Context) (*Status, error) {
 	return st, nil
 }
 
-// exists reports whether the target has the checkpoints' table.
-func (rd *Reader) exists(ctx context.Context) (bool, error) {
+// checkpoints lists the plan's checkpoints; none on a target without
+// their table.
+func (rd *Reader) checkpoints(ctx context.Context) ([]cursor.Checkpoint, error) {
 	var exists bool
 	q, args := rd.SQL.TableExists([]string{dialect.CheckpointTable})
 	if err := rd.Target.QueryRowContext(ctx, q, args...).Scan(&exists); err != nil {
-		return false, fmt.Errorf("target %s: %w", rd.Plan.Target, err)
+		return nil, fmt.Errorf("target %s: %w", rd.Plan.Target, err)
 	}
-	return exists, nil
+	if !exists {
+		return nil, nil
+	}
+	return rd.Cursor.List(ctx, rd.Target, rd.Plan.Name)
 }
 
 // shard is one checkpoint's status, and the table's row estimate its
@@ -256,15 +254,9 @@ func (rd *Reader) leases(ctx context.Context, st *Status, shards map[string]int)
 // holder of, present or past (a drill starts from none), and returns them
 // all.
 func (rd *Reader) Remembered(ctx context.Context) (int, []fence.Shard, error) {
-	var cps []cursor.Checkpoint
-	exists, err := rd.exists(ctx)
+	cps, err := rd.checkpoints(ctx)
 	if err != nil {
 		return 0, nil, err
-	}
-	if exists {
-		if cps, err = rd.Cursor.List(ctx, rd.Target, rd.Plan.Name); err != nil {
-			return 0, nil, err
-		}
 	}
 	units := Units(rd.Plan, Shards(rd.Plan, cps))
 	n := 0
