@@ -81,9 +81,9 @@ func Again(err error) error { return errRetry{err} }
 // earlier run.
 var errFoundDone = errors.New("found done")
 
-// Unavailable reports whether err says that a database or the lock service
+// unavailable reports whether err says that a database or the lock service
 // did not answer: an outage, waited out up to max_outage.
-func Unavailable(err error) bool {
+func unavailable(err error) bool {
 	return dialect.Classify(err) == dialect.Unavailable || errors.Is(err, lock.ErrUnavailable)
 }
 
@@ -104,7 +104,7 @@ func decide(ctx context.Context, err error) (next, retry.Kind) {
 	case errors.As(err, &held):
 		return nextStandby, retry.Final
 	case again, errors.As(err, &rc), !errors.Is(err, ErrHalted) && !errors.Is(err, ErrFenced):
-		if Unavailable(err) || dialect.LockTimeout(err) {
+		if unavailable(err) || dialect.LockTimeout(err) {
 			return nextBackoff, retry.Outage
 		}
 		return nextBackoff, retry.Failure
@@ -139,7 +139,7 @@ func (l *Loop) Run(ctx context.Context, u fence.Shard, w Work) error {
 			case werr == nil && int64(w.Token) <= ll.token:
 				log.Warn("lease lost with no successor in the target (the lock service restarted or was unreachable); taking the shard again", "err", err)
 				lost, err = err, errRetry{err}
-			case werr != nil && Unavailable(werr):
+			case werr != nil && unavailable(werr):
 				// The target is away (and with it the lease, when it
 				// keeps it): one outage, waited out up to max_outage
 				// like any other; the claim after it finds out whether
