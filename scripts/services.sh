@@ -99,6 +99,15 @@ full_page_writes = off
 shared_buffers = 256MB
 CONF
   fi
+  # Logical replication, for the change stream (migrate run --follow): a data
+  # directory made before it gets it at its next start.
+  if ! grep -q '^wal_level = logical' "$data/postgresql.conf"; then
+    cat >>"$data/postgresql.conf" <<CONF
+wal_level = logical
+max_replication_slots = 64
+max_wal_senders = 64
+CONF
+  fi
   mkdir -p "$DIR/pgsock"; touch "$DIR/pg.log"; chown postgres "$DIR/pg.log" "$DIR/pgsock"
   if ! runuser -u postgres -- "$bin/pg_ctl" -D "$data" -o "-p $PG_PORT" -l "$DIR/pg.log" -w -t 60 start >&2 9>&-; then
     log "PostgreSQL did not start on 127.0.0.1:$PG_PORT; the end of $DIR/pg.log:"
@@ -133,7 +142,9 @@ start_mysql() {
     --socket="$sock" --pid-file="$pid" --log-error="$run/mysql.log" \
     --character-set-server=utf8mb4 --collation-server=utf8mb4_unicode_ci --max-connections=300 \
     --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=256M --max-allowed-packet=256M \
-    --secure-file-priv="$files" --skip-name-resolve >/dev/null 2>&1 9>&- &
+    --secure-file-priv="$files" --skip-name-resolve \
+    --server-id=1 --log-bin=mysql-bin --binlog-format=ROW --binlog-row-image=FULL --expire-logs-days=1 \
+    >/dev/null 2>&1 9>&- &
   wait_for 60 MariaDB mariadb --no-defaults --socket="$sock" -uroot -e 'SELECT 1'
   mariadb --no-defaults --socket="$sock" -uroot >&2 <<SQL
 CREATE USER IF NOT EXISTS '$MY_USER'@'127.0.0.1' IDENTIFIED BY '$MY_PASS';
