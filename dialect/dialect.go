@@ -151,6 +151,7 @@ type Dialect interface {
 	PostLoad
 	Records
 	Lease
+	Stream
 }
 
 // Conn is how an engine is connected to, how its identifiers are quoted,
