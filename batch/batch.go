@@ -108,8 +108,23 @@ type Copier struct {
 	// read and at the end of the range. An error halts the shard (the
 	// source changed under the copy: a column added, dropped or retyped).
 	SchemaCheck func(context.Context) error
+	// Stream, if set, orders the copy's batches with a change stream that
+	// writes the same tables (docs/streaming.md).
+	Stream Stream
 
 	upserts sync.Map // upsertSQL's statements
+}
+
+// Stream is the change stream's count of its transactions that wrote a
+// table (stream/apply.AppliedCount). A page is read after the count was
+// read; its batch's transaction locks the count shared, so that no stream
+// transaction writes the table until it commits. A count that moved
+// between the two means a change may have been applied after the page was
+// read: the batch's rows are read again, by key, under the lock, and
+// written by upsert, so the copy never overwrites a newer change with an
+// older read.
+type Stream interface {
+	Applied(ctx context.Context, q fence.Tx, table string, lock bool) (int64, error)
 }
 
 // SchemaEvery is how often the reader checks the source's schema.

@@ -19,6 +19,7 @@ type page struct {
 	rows [][]any
 	bulk []byte
 	raw  *dialect.RawPage
+	mark int64 // the stream's count for the table before the page was read (Copier.Stream)
 }
 
 // len is the page's rows.
@@ -35,9 +36,9 @@ func (p page) len() int {
 func (p page) head(n int, keyIdx []int) (page, []any) {
 	if p.raw != nil {
 		h := p.raw.Head(n)
-		return page{raw: &h}, h.Last()
+		return page{raw: &h, mark: p.mark}, h.Last()
 	}
-	h := page{rows: p.rows[:n]}
+	h := page{rows: p.rows[:n], mark: p.mark}
 	if n == len(p.rows) {
 		h.bulk = p.bulk
 	}
@@ -48,9 +49,9 @@ func (p page) head(n int, keyIdx []int) (page, []any) {
 func (p page) tail(n int) page {
 	if p.raw != nil {
 		t := p.raw.Tail(n)
-		return page{raw: &t}
+		return page{raw: &t, mark: p.mark}
 	}
-	return page{rows: p.rows[n:]}
+	return page{rows: p.rows[n:], mark: p.mark}
 }
 
 // pages reads the shard's pages after the key after, one page ahead of the
@@ -69,6 +70,13 @@ func (c *Copier) pages(ctx context.Context, spec Spec, keyIdx []int, after []any
 		var pg page
 		t0 := time.Now()
 		err := c.retry(ctx, spec, "read", func() (err error) {
+			var mark int64
+			if c.Stream != nil {
+				if mark, err = c.Stream.Applied(ctx, c.Target, spec.Shard.Table, false); err != nil {
+					return fmt.Errorf("read the stream's count of %s: %w", spec.Shard.Table, err)
+				}
+				defer func() { pg.mark = mark }()
+			}
 			if c.SchemaCheck != nil && time.Since(checked) >= SchemaEvery {
 				checked = time.Now()
 				if err := c.SchemaCheck(ctx); err != nil {

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -50,7 +51,7 @@ func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease fence.Lease
 			data = encode(w.rows)
 		}
 		left, start := time.Until(lease.Deadline()), time.Now()
-		w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, raw: piece.raw, bulk: data, last: w.last, done: done + int64(n), prof: prof, sess: sess})
+		w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, raw: piece.raw, bulk: data, last: w.last, done: done + int64(n), prof: prof, sess: sess, mark: piece.mark})
 		refused := errors.Is(err, dialect.ErrConflict) || errors.Is(err, dialect.ErrNotBulk)
 		switch {
 		case piece.raw != nil && (refused || dialect.Classify(err) == dialect.Data) && lease.Context().Err() == nil:
@@ -58,7 +59,7 @@ func (c *Copier) writeRetrying(ctx context.Context, spec Spec, lease fence.Lease
 		case refused:
 			c.upsertFromHere(spec, bulk, err)
 			pg.bulk = nil
-			w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, last: w.last, done: done + int64(n), prof: prof, sess: sess})
+			w.ins, w.upd, err = c.write(ctx, spec, lease, work{rows: w.rows, last: w.last, done: done + int64(n), prof: prof, sess: sess, mark: piece.mark})
 		}
 		if dialect.Classify(err) == dialect.Data && lease.Context().Err() == nil {
 			return permanent{c.dataError(ctx, spec, lease, w.rows, err)}
@@ -88,6 +89,7 @@ type work struct {
 	probe bool
 	prof  *Profile
 	sess  *fence.Session // the copy's connection; nil: one from the pool for this write
+	mark  int64          // the stream's count before the rows were read (Copier.Stream)
 }
 
 // write writes one batch in one transaction: fence check, rows (by bulk
@@ -120,10 +122,20 @@ func (c *Copier) write(ctx context.Context, spec Spec, lease fence.Lease, w work
 		return 0, 0, err
 	}
 	t0 = prof.since(PhaseFence, t0)
+	loaded := count
+	if c.Stream != nil {
+		if w, err = c.afterStream(tctx, tx, spec, w); err != nil {
+			return 0, 0, err
+		}
+		loaded = int64(len(w.rows))
+		if w.raw != nil {
+			loaded = int64(w.raw.Len())
+		}
+	}
 	if ins, upd, err = c.load(tctx, conn, tx, spec, w, t); err != nil {
 		return 0, 0, err
 	}
-	if skipped := count - ins - upd; skipped > 0 {
+	if skipped := loaded - ins - upd; skipped > 0 {
 		// The fence check passed, yet rows carry a newer token: something
 		// else (another plan, a re-shard) wrote this table. Not ours to
 		// overwrite, and not to be reported as copied.
@@ -379,4 +391,49 @@ func (c *Copier) upsert(ctx context.Context, tx *sql.Tx, spec Spec, keyIdx []int
 		return 0, 0, err
 	}
 	return int64(len(rows)) - exist, exist - newer, nil
+}
+
+// afterStream locks the stream's count of the table for the rest of the
+// batch's transaction; when it moved since the rows were read, the rows are
+// read again by key (those deleted since are gone), to be written by
+// upsert (Stream).
+func (c *Copier) afterStream(ctx context.Context, tx *sql.Tx, spec Spec, w work) (work, error) {
+	n, err := c.Stream.Applied(ctx, tx, spec.Shard.Table, true)
+	if err != nil {
+		return w, fmt.Errorf("lock the stream's count of %s: %w", spec.Shard.Table, err)
+	}
+	if n == w.mark {
+		return w, nil
+	}
+	keys := w.keys(spec)
+	if len(keys) == 0 {
+		return w, nil
+	}
+	rd := c.Reader(spec)
+	var rows [][]any
+	for part := range slices.Chunk(keys, max(1, (c.TargetSQL.MaxParams()-1)/(len(spec.Key)+1))) {
+		got, err := rd.ByKeys(ctx, part)
+		if err != nil {
+			return w, fmt.Errorf("read the batch of %s up to %v again: %w", spec.Shard, w.last, err)
+		}
+		rows = append(rows, got...)
+	}
+	w.rows, w.raw, w.bulk = rows, nil, nil
+	return w, nil
+}
+
+// keys are the keys of w's rows.
+func (w work) keys(spec Spec) [][]any {
+	if w.raw != nil {
+		return w.raw.Keys
+	}
+	idx, err := keyset.KeyIndexes(spec.Columns, spec.Key)
+	if err != nil {
+		return nil
+	}
+	keys := make([][]any, len(w.rows))
+	for i, r := range w.rows {
+		keys[i] = keyset.KeyOf(r, idx)
+	}
+	return keys
 }

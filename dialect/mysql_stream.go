@@ -9,7 +9,8 @@ func (m MySQL) streamHelpers() []string {
   plan varchar(255) NOT NULL PRIMARY KEY, pos text NOT NULL, start_pos text NOT NULL,
   state varchar(16) NOT NULL DEFAULT 'following',
   txs bigint NOT NULL DEFAULT 0, changes bigint NOT NULL DEFAULT 0, source_commit datetime(6) NULL,
-  applied_at datetime(6) NULL, started_at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB`,
+  applied_at datetime(6) NULL, lag_ms bigint NOT NULL DEFAULT 0, lag_bytes bigint NOT NULL DEFAULT 0,
+  started_at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB`,
 		`CREATE TABLE IF NOT EXISTS ` + m.Quote(StreamTableTable) + ` (
   plan varchar(255) NOT NULL, tbl varchar(255) NOT NULL, applied bigint NOT NULL DEFAULT 0,
   PRIMARY KEY (plan, tbl)) ENGINE=InnoDB`,
@@ -28,7 +29,7 @@ func (m MySQL) StreamTableInit() string {
 
 // StreamRead implements Stream.
 func (m MySQL) StreamRead(lock bool) string {
-	q := `SELECT pos, start_pos, state, txs, changes, source_commit, applied_at, started_at, UTC_TIMESTAMP(6) FROM ` + m.Quote(StreamTable) + ` WHERE plan = ?`
+	q := `SELECT pos, start_pos, state, txs, changes, source_commit, applied_at, lag_ms, lag_bytes, started_at, UTC_TIMESTAMP(6) FROM ` + m.Quote(StreamTable) + ` WHERE plan = ?`
 	if lock {
 		q += " FOR UPDATE"
 	}
@@ -37,7 +38,8 @@ func (m MySQL) StreamRead(lock bool) string {
 
 // StreamAdvance implements Stream.
 func (m MySQL) StreamAdvance() string {
-	return `UPDATE ` + m.Quote(StreamTable) + ` SET pos = ?, txs = txs + ?, changes = changes + ?, source_commit = ?, applied_at = UTC_TIMESTAMP(6) WHERE plan = ?`
+	return `UPDATE ` + m.Quote(StreamTable) + ` SET pos = ?, txs = txs + ?, changes = changes + ?,
+  source_commit = COALESCE(?, source_commit), lag_ms = ?, lag_bytes = ?, applied_at = UTC_TIMESTAMP(6) WHERE plan = ?`
 }
 
 // StreamState implements Stream.

@@ -11,7 +11,8 @@ func (p Postgres) streamHelpers() []string {
 		`CREATE TABLE IF NOT EXISTS ` + p.Quote(StreamTable) + ` (
   plan text PRIMARY KEY, pos text NOT NULL, start_pos text NOT NULL, state text NOT NULL DEFAULT 'following',
   txs bigint NOT NULL DEFAULT 0, changes bigint NOT NULL DEFAULT 0, source_commit timestamptz,
-  applied_at timestamptz, started_at timestamptz NOT NULL DEFAULT now())`,
+  applied_at timestamptz, lag_ms bigint NOT NULL DEFAULT 0, lag_bytes bigint NOT NULL DEFAULT 0,
+  started_at timestamptz NOT NULL DEFAULT now())`,
 		`CREATE TABLE IF NOT EXISTS ` + p.Quote(StreamTableTable) + ` (
   plan text NOT NULL, tbl text NOT NULL, applied bigint NOT NULL DEFAULT 0, PRIMARY KEY (plan, tbl))`,
 	}
@@ -29,7 +30,7 @@ func (p Postgres) StreamTableInit() string {
 
 // StreamRead implements Stream.
 func (p Postgres) StreamRead(lock bool) string {
-	q := `SELECT pos, start_pos, state, txs, changes, source_commit, applied_at, started_at, now() FROM ` + p.Quote(StreamTable) + ` WHERE plan = $1`
+	q := `SELECT pos, start_pos, state, txs, changes, source_commit, applied_at, lag_ms, lag_bytes, started_at, now() FROM ` + p.Quote(StreamTable) + ` WHERE plan = $1`
 	if lock {
 		q += " FOR UPDATE"
 	}
@@ -38,7 +39,8 @@ func (p Postgres) StreamRead(lock bool) string {
 
 // StreamAdvance implements Stream.
 func (p Postgres) StreamAdvance() string {
-	return `UPDATE ` + p.Quote(StreamTable) + ` SET pos = $1, txs = txs + $2, changes = changes + $3, source_commit = $4, applied_at = now() WHERE plan = $5`
+	return `UPDATE ` + p.Quote(StreamTable) + ` SET pos = $1, txs = txs + $2, changes = changes + $3,
+  source_commit = COALESCE($4, source_commit), lag_ms = $5, lag_bytes = $6, applied_at = now() WHERE plan = $7`
 }
 
 // StreamState implements Stream.

@@ -18,12 +18,13 @@ type Stream interface {
 	// is recorded: args plan, table.
 	StreamTableInit() string
 	// StreamRead yields (pos, start_pos, state, txs, changes, source_commit,
-	// applied_at, started_at, now) of a plan's stream, the row locked when
+	// applied_at, lag_ms, lag_bytes, started_at, now) of a plan's stream, the row locked when
 	// lock: args plan.
 	StreamRead(lock bool) string
 	// StreamAdvance moves the position on, inside the applier's
 	// transaction: args pos, transactions, changes, the last source
-	// commit time, plan.
+	// commit time (NULL: unchanged), the capture's lag in milliseconds and
+	// bytes, plan.
 	StreamAdvance() string
 	// StreamState sets the stream's state ('following', 'stopping',
 	// 'stopped'): args state, plan.

@@ -39,6 +39,12 @@
 //     operator (`migrate resume`).
 //   - migrate_fence_token (gauge): the fence token this instance holds.
 //
+// Change stream (migrate run --follow):
+//   - migrate_stream_transactions_total, migrate_stream_changes_total
+//     (counters): source transactions and row changes the applier committed.
+//   - migrate_stream_lag_seconds, migrate_stream_lag_bytes (gauges): how far
+//     the capture is behind the source after the applier's last commit.
+//
 // Recovery time (SPEC §6), from the last takeover of each shard:
 //   - migrate_last_rto_seconds (gauge): the recovery time objective achieved,
 //     wait + elect + recover + verify.
@@ -97,6 +103,8 @@ type Metrics struct {
 	lastRTO, rtoPart, predicted   *prometheus.GaugeVec
 	rto                           *prometheus.HistogramVec
 	diffs, state                  *prometheus.GaugeVec
+	streamTxs, streamChanges      prometheus.Counter
+	lagSeconds, lagBytes          prometheus.Gauge
 
 	now   func() time.Time
 	mu    sync.Mutex
@@ -143,6 +151,10 @@ func New(plan string) *Metrics {
 	m.rto = f.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "migrate", Name: "rto_seconds", Help: "RTO of takeovers.", Buckets: RTOBuckets,
 	}, []string{"table"})
+	m.streamTxs = f.NewCounter(prometheus.CounterOpts{Namespace: "migrate", Name: "stream_transactions_total", Help: "Source transactions the change stream's applier committed."})
+	m.streamChanges = f.NewCounter(prometheus.CounterOpts{Namespace: "migrate", Name: "stream_changes_total", Help: "Row changes the change stream's applier committed."})
+	m.lagSeconds = f.NewGauge(prometheus.GaugeOpts{Namespace: "migrate", Name: "stream_lag_seconds", Help: "Age of the last source transaction the capture read; 0 when caught up."})
+	m.lagBytes = f.NewGauge(prometheus.GaugeOpts{Namespace: "migrate", Name: "stream_lag_bytes", Help: "Source log between the capture's position and the source's end (-1: unknown)."})
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "migrate", Name: "oldest_task_age_seconds",
 		Help: "Longest time a running shard's cursor has not moved; 0 when none runs.",
@@ -317,4 +329,14 @@ func (m *Metrics) Handler() http.Handler {
 		return http.NotFoundHandler()
 	}
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// StreamApplied counts a committed applier transaction and sets the lag.
+func (m *Metrics) StreamApplied(txs, changes int, lagSeconds float64, lagBytes int64) {
+	if m != nil {
+		m.streamTxs.Add(float64(txs))
+		m.streamChanges.Add(float64(changes))
+		m.lagSeconds.Set(lagSeconds)
+		m.lagBytes.Set(float64(lagBytes))
+	}
 }

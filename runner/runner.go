@@ -25,6 +25,7 @@ import (
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/postload"
 	"github.com/migrate-dev/migrate/records"
+	"github.com/migrate-dev/migrate/stream"
 )
 
 // Errors the CLI maps to exit codes (SPEC §4), beside hold.ErrFenced
@@ -52,6 +53,9 @@ type Options struct {
 	Log      *slog.Logger
 	Progress ProgressBar      // may be nil
 	Metrics  *metrics.Metrics // may be nil
+	// Follow starts the plan's change stream before the copy and applies
+	// it, after the copy too, until a cutover stops it (Services.Capture).
+	Follow bool
 	// Parallel caps the shards this instance holds at once, so that other
 	// instances of the plan find free shards to take (0: from the cores and
 	// the databases' free connections, see defaultParallel).
@@ -75,6 +79,8 @@ type Services struct {
 	LockInTarget bool
 	Fence        *fence.Fence
 	Cursor       *cursor.Store
+	// Capture is the source's change capture (with Options.Follow).
+	Capture stream.Capture
 }
 
 // Runner runs one plan.
@@ -107,6 +113,12 @@ type Runner struct {
 
 	pace *pace
 
+	capture stream.Capture
+	// streaming: the plan has a change stream (this run started it, or
+	// another did), so the copy's batches are ordered with its
+	// transactions (batch.Stream).
+	streaming bool
+
 	mu     sync.Mutex // guards report
 	report Report
 }
@@ -119,7 +131,7 @@ func New(plan *plans.Plan, opts Options, svc Services) *Runner {
 	}
 	r := &Runner{plan: plan, opts: opts, log: opts.Log, parallel: opts.Parallel,
 		src: svc.Source, srcD: svc.SourceSQL, dst: svc.Target, dstD: svc.TargetSQL, openScan: svc.OpenScan,
-		locker: svc.Locker, lockInTarget: svc.LockInTarget, records: svc.Records, fence: svc.Fence, cursor: svc.Cursor}
+		locker: svc.Locker, lockInTarget: svc.LockInTarget, records: svc.Records, fence: svc.Fence, cursor: svc.Cursor, capture: svc.Capture}
 	r.unitFence = hold.Target{DB: r.dst, SQL: r.dstD, Fence: r.fence}
 	r.loop = &hold.Loop{Leases: hold.Locker{Locker: r.locker}, Fence: r.unitFence, Owner: opts.Owner, Log: r.log,
 		MaxRetries: plan.MaxRetries, MaxOutage: plan.MaxOutage, Observe: r.observe}
@@ -254,6 +266,9 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		r.srcD = dialect.WithColumns(r.srcD, j.spec.Source, j.src)
 		r.dstD = dialect.WithColumns(r.dstD, j.spec.Target, j.dst)
 	}
+	if err := r.streamSetup(ctx, jobs); err != nil {
+		return r.finish(start), err
+	}
 	total, done := r.estimate(ctx, jobs)
 	if r.opts.Progress != nil {
 		r.opts.Progress.Start("copying", total, done)
@@ -270,6 +285,10 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	defer stopPublishing()
 	go r.pace.publish(pctx)
 	var wg sync.WaitGroup
+	followed := make(chan error, 1)
+	if r.opts.Follow {
+		go func() { followed <- r.follow(ctx, jobs) }()
+	}
 	errs := make([]error, len(jobs))
 	for i, j := range jobs {
 		wg.Add(1)
@@ -295,6 +314,14 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 	}
 	if err := r.postLoad(ctx); err != nil {
 		return r.finish(start), err
+	}
+	if r.opts.Follow {
+		r.log.Info("the copy is done; applying the change stream until `migrate cutover`")
+		if err := <-followed; err != nil {
+			return r.finish(start), err
+		}
+		r.log.Info("the change stream was stopped by a cutover, which verified the tables")
+		return r.finish(start), nil
 	}
 	if r.nothingDone() {
 		r.log.Info("every shard was done before this run; nothing to copy or check")
@@ -373,7 +400,7 @@ func (r *Runner) estimate(ctx context.Context, jobs []shardJob) (total, done int
 func (r *Runner) copier() *batch.Copier {
 	return &batch.Copier{
 		Source: r.src, SourceSQL: r.srcD, Target: r.dst, TargetSQL: r.dstD,
-		Fence: r.fence, Cursor: r.cursor, Log: r.log,
+		Fence: r.fence, Cursor: r.cursor, Log: r.log, Stream: r.stream(),
 		OnBatch: func(s fence.Shard, p batch.Committed) {
 			r.mu.Lock()
 			r.report.RowsWritten += p.Rows

@@ -54,6 +54,14 @@ func Render(w io.Writer, st *Status) error {
 	if pl := st.PostLoad; pl != nil {
 		fmt.Fprintf(w, "post-load phase: %s, %d of %d indexes and foreign keys created\n", pl.State, pl.StepsDone, pl.Steps)
 	}
+	if s := st.Stream; s != nil {
+		fmt.Fprintf(w, "change stream: %s at %s, %d changes in %d transactions applied, lag %s (%s)",
+			s.State, s.Pos, s.Changes, s.Transactions, time.Duration(s.LagMs)*time.Millisecond, bytesText(s.LagBytes))
+		if s.RetainedBytes != nil {
+			fmt.Fprintf(w, ", source keeps %s of log for it", bytesText(*s.RetainedBytes))
+		}
+		fmt.Fprintln(w)
+	}
 	if len(st.Leases) == 0 {
 		fmt.Fprintln(w, "leases: none held")
 	}
@@ -81,4 +89,16 @@ func ETA(ms *int64) string {
 		return "-"
 	}
 	return (time.Duration(*ms) * time.Millisecond).Round(time.Second).String()
+}
+
+// bytesText shows a size, "unknown" when negative.
+func bytesText(n int64) string {
+	switch {
+	case n < 0:
+		return "unknown bytes"
+	case n < 1<<20:
+		return fmt.Sprintf("%d bytes", n)
+	default:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
 }

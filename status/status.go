@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +20,8 @@ import (
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/postload"
 	"github.com/migrate-dev/migrate/records"
+	"github.com/migrate-dev/migrate/stream"
+	"github.com/migrate-dev/migrate/stream/apply"
 )
 
 // Status is the durable state of a plan, for operators (SPEC §4).
@@ -29,6 +32,25 @@ type Status struct {
 	Totals []TableTotal  `json:"totals"` // per table of the plan, in plan order
 	// PostLoad is the post-load phase; null before setup recorded it.
 	PostLoad *PostLoadStatus `json:"post_load"`
+	// Stream is the change stream (migrate run --follow); null without one.
+	Stream *StreamStatus `json:"stream"`
+}
+
+// StreamStatus is the change stream as the target records it: its state
+// (following, stopping, stopped), the position committed with the changes
+// applied, and the capture's lag when the applier last committed.
+type StreamStatus struct {
+	State        string     `json:"state"`
+	Pos          string     `json:"pos"`
+	StartPos     string     `json:"start_pos"`
+	Transactions int64      `json:"transactions"`
+	Changes      int64      `json:"changes"`
+	LagMs        int64      `json:"lag_ms"`
+	LagBytes     int64      `json:"lag_bytes"`
+	AppliedAt    *time.Time `json:"applied_at"`
+	// RetainedBytes is the source's log kept for the stream (PostgreSQL:
+	// the slot's retained WAL; -1 unknown, null when not read).
+	RetainedBytes *int64 `json:"retained_bytes"`
 }
 
 // PostLoadStatus is the post-load phase's state (pending, running, done,
@@ -94,7 +116,11 @@ type Reader struct {
 	Target *sql.DB
 	SQL    interface {
 		TableExists([]string) (string, []any)
+		apply.StateSQL
 	}
+	// Capture, if set, tells how much of the source's log the stream
+	// keeps (status shows it; nil: not shown).
+	Capture stream.Capture
 	Cursor  *cursor.Store
 	Fence   *fence.Fence
 	Records *records.Store
@@ -132,6 +158,9 @@ func (rd *Reader) Read(ctx context.Context) (*Status, error) {
 	steps, err := rd.Steps.Recorded(ctx, rd.Target)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", rd.Plan.Target, err)
+	}
+	if st.Stream, err = rd.stream(ctx); err != nil {
+		return nil, err
 	}
 	if len(steps) > 0 {
 		st.PostLoad = &PostLoadStatus{State: steps.State(), Steps: len(steps) - 1}
@@ -323,4 +352,31 @@ func lastKeyJSON(text string) json.RawMessage {
 		return parts[0]
 	}
 	return json.RawMessage(text)
+}
+
+// stream reads the plan's change stream; nil without one.
+func (rd *Reader) stream(ctx context.Context) (*StreamStatus, error) {
+	q, args := rd.SQL.TableExists([]string{dialect.StreamTable})
+	var exists bool
+	if err := rd.Target.QueryRowContext(ctx, q, args...).Scan(&exists); err != nil || !exists {
+		return nil, err
+	}
+	s, err := apply.Read(ctx, rd.Target, rd.SQL, rd.Plan.Name, false)
+	if errors.Is(err, apply.ErrNoStream) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ss := &StreamStatus{State: s.State, Pos: string(s.Pos), StartPos: string(s.StartPos), Transactions: s.Txs, Changes: s.Changes,
+		LagMs: s.Lag.Milliseconds(), LagBytes: s.LagBytes}
+	if !s.AppliedAt.IsZero() {
+		ss.AppliedAt = &s.AppliedAt
+	}
+	if rd.Capture != nil && s.State != apply.Stopped {
+		if n, _, err := rd.Capture.Retained(ctx, s.Pos); err == nil {
+			ss.RetainedBytes = &n
+		}
+	}
+	return ss, nil
 }

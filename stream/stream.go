@@ -82,7 +82,11 @@ type Lag struct {
 	Seconds float64
 }
 
-// Reader delivers committed transactions from a position on.
+// Reader delivers committed transactions from a position on. A Tx may have
+// no changes: the source moved on without a change of the plan's tables
+// (another table's transaction, or an idle stream's keepalive); applying
+// it moves the committed position, so that the source may free its log and
+// a cutover sees the stream caught up.
 type Reader interface {
 	// Next returns the next committed transaction, waiting for one. It
 	// returns ctx's error when ctx ends first.
@@ -110,6 +114,13 @@ type Capture interface {
 	// from pos (bytes; -1 unknown), and whether pos is still readable: a
 	// purged binlog or a lost slot is ok=false.
 	Retained(ctx context.Context, pos Pos) (bytes int64, ok bool, err error)
+	// Current is the source's newest position now: once the stream's
+	// committed position covers it (Covers), every change committed before
+	// Current was called is in the target.
+	Current(ctx context.Context) (Pos, error)
+	// Covers reports whether have is at or past want: every transaction
+	// before want is before have.
+	Covers(have, want Pos) (bool, error)
 	// Stop drops what Start created (the slot and the publication unless
 	// keepSlot).
 	Stop(ctx context.Context, keepSlot bool) error

@@ -1,0 +1,284 @@
+package apply
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/stream"
+)
+
+// SQL is what the applier needs from the target dialect.
+type SQL interface {
+	fence.Bounder
+	StateSQL
+	StreamAdvance() string
+	StreamBump() string
+	StreamUpsert(table []string, cols, key []string, fence string, rows int) string
+	StreamUpdate(table []string, cols, key []string, fence string) string
+	DeleteByKeys(table []string, key []string, n int) string
+	MaxParams() int
+}
+
+// Fencer checks the applier's watermark at the start of every transaction.
+type Fencer interface {
+	CheckLease(ctx context.Context, tx fence.Tx, s fence.Shard, l fence.Lease) error
+}
+
+// Applied is what is reported of each committed target transaction.
+type Applied struct {
+	Pos     stream.Pos
+	Txs     int // source transactions
+	Changes int // row changes of the plan's tables
+	Commit  time.Time
+	Took    time.Duration
+	Lag     stream.Lag // the capture's, after the transaction
+}
+
+// Applier applies a plan's change stream into the target.
+type Applier struct {
+	Target      *sql.DB
+	SQL         SQL
+	Fence       Fencer
+	Unit        fence.Shard // Unit(plan)
+	FenceColumn string
+	Tables      []*Table
+	// MaxChanges bounds the row changes of one target transaction (a
+	// source transaction larger than that is still applied whole), and
+	// MaxWait how long a transaction waits for more source transactions
+	// to group.
+	MaxChanges int
+	MaxWait    time.Duration
+	Log        *slog.Logger
+	OnApply    func(Applied) // may be nil
+}
+
+// ErrStopped is the stream found stopping or stopped (a cutover): the
+// applier is done.
+var ErrStopped = errors.New("the stream was stopped")
+
+// IdleCheck is how often an idle applier looks whether it was stopped.
+const IdleCheck = time.Second
+
+// Run applies rd's transactions, from the position the claim read, until
+// the stream is stopped (ErrStopped), ctx or the lease ends, or a failure.
+func (a *Applier) Run(ctx context.Context, lease fence.Lease, rd stream.Reader) error {
+	lctx := lease.Context()
+	tables := map[[2]string]*Table{}
+	for _, t := range a.Tables {
+		tables[[2]string{t.Schema, t.Name}] = t
+	}
+	txs := make(chan stream.Tx, 256)
+	errc := make(chan error, 1)
+	rctx, cancel := context.WithCancel(lctx)
+	defer cancel()
+	go func() {
+		for {
+			tx, err := rd.Next(rctx)
+			if err != nil {
+				errc <- err
+				return
+			}
+			select {
+			case txs <- tx:
+			case <-rctx.Done():
+				return
+			}
+		}
+	}()
+	sess := fence.NewSession(a.Target, a.SQL)
+	defer sess.Close()
+	idle := time.NewTimer(IdleCheck)
+	defer idle.Stop()
+	for {
+		var group []stream.Tx
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-lctx.Done():
+			return fmt.Errorf("%s: %w", a.Unit, context.Cause(lctx))
+		case err := <-errc:
+			return fmt.Errorf("read the change stream: %w", err)
+		case tx := <-txs:
+			group = a.gather(tx, txs)
+		case <-idle.C:
+		}
+		idle.Reset(IdleCheck)
+		res, err := a.apply(lease, sess, tables, group, rd.Behind())
+		if err != nil {
+			return err
+		}
+		if res.Pos != "" {
+			rd.Ack(res.Pos)
+		}
+		if a.OnApply != nil && len(group) > 0 {
+			a.OnApply(res)
+		}
+	}
+}
+
+// gather groups first with the transactions already read, up to
+// MaxChanges row changes or MaxWait.
+func (a *Applier) gather(first stream.Tx, txs <-chan stream.Tx) []stream.Tx {
+	group, n := []stream.Tx{first}, len(first.Changes)
+	wait := time.NewTimer(a.MaxWait)
+	defer wait.Stop()
+	for n < a.MaxChanges {
+		select {
+		case tx := <-txs:
+			group = append(group, tx)
+			n += len(tx.Changes)
+			continue
+		default:
+		}
+		select {
+		case tx := <-txs:
+			group = append(group, tx)
+			n += len(tx.Changes)
+		case <-wait.C:
+			return group
+		}
+	}
+	return group
+}
+
+// apply writes a group of source transactions in one target transaction:
+// the fence check, the stream's state (stopping ends the applier), each
+// written table's count, the changes, the position. An empty group only
+// looks at the state.
+func (a *Applier) apply(lease fence.Lease, sess *fence.Session, tables map[[2]string]*Table, group []stream.Tx, lag stream.Lag) (res Applied, err error) {
+	start := time.Now()
+	p := newPlan(tables)
+	for _, tx := range group {
+		for _, c := range tx.Changes {
+			if err := p.add(c); err != nil {
+				return res, err
+			}
+		}
+	}
+	_, tx, tctx, end, err := sess.Begin(lease)
+	if err != nil {
+		return res, fmt.Errorf("begin the stream's transaction: %w", err)
+	}
+	defer end()
+	defer func() {
+		if err != nil {
+			sess.Discard()
+		}
+	}()
+	if err := a.Fence.CheckLease(tctx, tx, a.Unit, lease); err != nil {
+		return res, err
+	}
+	st, err := Read(tctx, tx, a.SQL, a.Unit.Plan, true)
+	if err != nil {
+		return res, err
+	}
+	if st.State != Following {
+		if err := SetState(tctx, tx, a.SQL, a.Unit.Plan, Stopped); err != nil {
+			return res, err
+		}
+		if err := tx.Commit(); err != nil {
+			return res, fmt.Errorf("commit the stream's stop: %w", err)
+		}
+		return res, ErrStopped
+	}
+	if len(group) == 0 {
+		return res, tx.Rollback()
+	}
+	units := make([]string, 0, len(p.touch))
+	for u := range p.touch {
+		units = append(units, u)
+	}
+	slices.Sort(units) // one lock order for every applier and copy batch
+	for _, u := range units {
+		if _, err := tx.ExecContext(tctx, a.SQL.StreamBump(), a.Unit.Plan, u); err != nil {
+			return res, fmt.Errorf("count the stream's write of %s: %w", u, err)
+		}
+	}
+	for _, o := range p.ops {
+		if err := a.run(tctx, tx, o); err != nil {
+			return res, err
+		}
+	}
+	last := group[len(group)-1]
+	lagMs := int64(lag.Seconds * 1000)
+	if _, err := tx.ExecContext(tctx, a.SQL.StreamAdvance(), string(last.End), len(group), p.n, nullTime(last.Commit), lagMs, lag.Bytes, a.Unit.Plan); err != nil {
+		return res, fmt.Errorf("advance the stream to %s: %w", last.End, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return res, fmt.Errorf("commit the stream up to %s: %w", last.End, err)
+	}
+	return Applied{Pos: last.End, Txs: len(group), Changes: p.n, Commit: last.Commit, Took: time.Since(start), Lag: lag}, nil
+}
+
+// run executes one op, in chunks that fit the statement's parameters.
+func (a *Applier) run(ctx context.Context, tx *sql.Tx, o *op) error {
+	t := o.t
+	switch o.kind {
+	case upsert:
+		per := max(1, a.SQL.MaxParams()/len(t.Columns))
+		for rows := range slices.Chunk(o.rows, per) {
+			if _, err := tx.ExecContext(ctx, a.SQL.StreamUpsert(t.Target, t.Columns, t.Key, a.FenceColumn, len(rows)), flat(rows)...); err != nil {
+				return fmt.Errorf("apply %d upserts to %s: %w", len(rows), t.Unit, err)
+			}
+		}
+	case del:
+		per := max(1, a.SQL.MaxParams()/len(t.Key))
+		for keys := range slices.Chunk(o.rows, per) {
+			if _, err := tx.ExecContext(ctx, a.SQL.DeleteByKeys(t.Target, t.Key, len(keys)), flat(keys)...); err != nil {
+				return fmt.Errorf("apply %d deletes to %s: %w", len(keys), t.Unit, err)
+			}
+		}
+	case partial:
+		res, err := tx.ExecContext(ctx, a.SQL.StreamUpdate(t.Target, o.cols, t.Key, a.FenceColumn), append(slices.Clone(o.vals), o.key...)...)
+		if err != nil {
+			return fmt.Errorf("apply an update to %s: %w", t.Unit, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return nil
+		}
+		// The target does not hold the row yet, so it has no value to
+		// keep for what the change did not carry: the source's row now
+		// is newer than the change, and the stream brings any later one.
+		return a.fetch(ctx, tx, t, o.key)
+	}
+	return nil
+}
+
+// fetch upserts the source's row of key as it is now (none if it is gone).
+func (a *Applier) fetch(ctx context.Context, tx *sql.Tx, t *Table, key []any) error {
+	if t.Source == nil {
+		return fmt.Errorf("apply: %s: an update without every value, of a row the target does not hold, and no source to read it from", t.Unit)
+	}
+	rows, err := t.Source.ByKeys(ctx, [][]any{key})
+	if err != nil {
+		return fmt.Errorf("read %s %v from the source: %w", t.Unit, key, err)
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, a.SQL.StreamUpsert(t.Target, t.Columns, t.Key, a.FenceColumn, 1), rows[0]...); err != nil {
+		return fmt.Errorf("apply a fetched row to %s: %w", t.Unit, err)
+	}
+	return nil
+}
+
+func flat(rows [][]any) []any {
+	var out []any
+	for _, r := range rows {
+		out = append(out, r...)
+	}
+	return out
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UTC()
+}
