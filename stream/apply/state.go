@@ -52,10 +52,10 @@ type State struct {
 	AppliedAt     time.Time // zero: none applied yet
 	// Lag is the capture's lag when the applier last committed (as of
 	// AppliedAt): LagBytes of the source's log (-1: unknown).
-	Lag      time.Duration
-	LagBytes int64
-	StartedAt     time.Time
-	Now           time.Time // the target's clock when read
+	Lag       time.Duration
+	LagBytes  int64
+	StartedAt time.Time
+	Now       time.Time // the target's clock when read
 }
 
 // ErrNoStream is a plan whose stream was never started (no --follow run).
