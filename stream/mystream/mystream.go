@@ -15,7 +15,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -356,5 +355,3 @@ func filePos(file string, off uint32) stream.Pos {
 func errGone(pos stream.Pos) error {
 	return fmt.Errorf("%w: %s is no longer in the server's binlogs (raise binlog_expire_logs_seconds, then copy the tables again)", stream.ErrGone, pos)
 }
-
-var errClosed = errors.New("mystream: reader closed")
