@@ -48,6 +48,10 @@ type Capture struct {
 	// HeartbeatPeriod is how often the server sends a heartbeat when it has
 	// nothing to send (Behind's "caught up"); 0 is one second.
 	HeartbeatPeriod time.Duration
+	// RawTimes delivers DATE, DATETIME and TIMESTAMP values as the text the
+	// driver returns without parseTime (dialect.Session.RawTimes: how
+	// migrate reads a MySQL source), not as time.Time.
+	RawTimes bool
 
 	dsn      plans.DSN
 	name     string

@@ -19,13 +19,16 @@ import (
 
 // reader is one binlog connection: stream.Reader.
 type reader struct {
-	db     *sql.DB
-	flavor string
-	pos    stream.Pos // where it was opened
-	start  position
-	syncer *replication.BinlogSyncer
-	events *replication.BinlogStreamer
-	hb     time.Duration
+	rawTimes  bool       // Capture.RawTimes
+	skipped   stream.Pos // the end of the last transaction passed over, not delivered yet
+	delivered time.Time  // when a Tx was last delivered
+	db        *sql.DB
+	flavor    string
+	pos       stream.Pos // where it was opened
+	start     position
+	syncer    *replication.BinlogSyncer
+	events    *replication.BinlogStreamer
+	hb        time.Duration
 
 	want map[[2]string]bool
 	defs map[[2]string]*table // definitions read, dropped on DDL
@@ -104,8 +107,12 @@ func (c *Capture) Open(ctx context.Context, pos stream.Pos) (stream.Reader, erro
 	cfg.RenderJSONAsMySQLText = true
 	cfg.Logger = slog.New(slog.DiscardHandler)
 
+	if c.RawTimes {
+		cfg.ParseTime = false // the text the server wrote, zero dates too
+	}
 	r := &reader{
-		db: db, flavor: flavor, pos: pos, start: p, hb: hb,
+		rawTimes: c.RawTimes,
+		db:       db, flavor: flavor, pos: pos, start: p, hb: hb,
 		want: map[[2]string]bool{}, defs: map[[2]string]*table{}, byID: map[uint64]*table{},
 		file: p.file, readFile: p.file, readOff: p.off,
 	}
@@ -182,7 +189,7 @@ func (r *reader) handle(ctx context.Context, h *replication.EventHeader, e repli
 		r.caughtUp = !r.inTx
 		r.masterFile, r.masterOff, r.masterKnown = hb.Filename, h.LogPos, hb.Filename != ""
 		r.mu.Unlock()
-		return stream.Tx{}, false, nil
+		return r.passed(true)
 	}
 	r.mu.Lock()
 	if h.Timestamp != 0 {
@@ -248,6 +255,23 @@ func (r *reader) handle(ctx context.Context, h *replication.EventHeader, e repli
 	return stream.Tx{}, false, nil
 }
 
+// passed delivers the position after transactions of other tables, as a
+// Tx without changes (stream.Reader): on a heartbeat (idle), or when none
+// was delivered for passEvery, so that the committed position follows the
+// source's and a cutover finds it caught up.
+func (r *reader) passed(idle bool) (stream.Tx, bool, error) {
+	if r.skipped == "" || !idle && time.Since(r.delivered) < passEvery {
+		return stream.Tx{}, false, nil
+	}
+	end := r.skipped
+	r.skipped, r.delivered = "", time.Now()
+	return stream.Tx{End: end}, true, nil
+}
+
+// passEvery is how often a busy server's other transactions move the
+// position on.
+const passEvery = 200 * time.Millisecond
+
 func (r *reader) beginTx(h *replication.EventHeader) {
 	r.inTx, r.begun, r.hasGTID, r.mysqlTag = true, false, false, nil
 	r.changes = nil
@@ -274,9 +298,14 @@ func (r *reader) commit(h *replication.EventHeader) (stream.Tx, bool, error) {
 		covered = r.file == r.start.file && h.LogPos <= r.start.off
 	}
 	r.inTx, r.begun, r.hasGTID, r.changes, r.bytes = false, false, false, nil, 0
-	if len(changes) == 0 || covered {
+	if covered {
 		return stream.Tx{}, false, nil
 	}
+	if len(changes) == 0 {
+		r.skipped = end
+		return r.passed(false)
+	}
+	r.skipped, r.delivered = "", time.Now()
 	return stream.Tx{Changes: changes, End: end, Commit: time.Unix(int64(h.Timestamp), 0), Bytes: bytes}, true, nil
 }
 
@@ -386,7 +415,16 @@ func (r *reader) image(t *table, row []any, skipped [][]int, i int) ([]any, erro
 	}
 	out := make([]any, len(row))
 	for j, v := range row {
-		cv, err := t.cols[j].convert(v)
+		c := &t.cols[j]
+		if r.rawTimes && v != nil && (c.kind == kDate || c.kind == kDatetime) {
+			raw, err := c.rawTime(v)
+			if err != nil {
+				return nil, fmt.Errorf("mystream: %s.%s: %w", t.schema, t.name, err)
+			}
+			out[j] = raw
+			continue
+		}
+		cv, err := c.convert(v)
 		if err != nil {
 			return nil, fmt.Errorf("mystream: %s.%s: %w", t.schema, t.name, err)
 		}

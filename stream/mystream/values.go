@@ -37,7 +37,7 @@ type column struct {
 	kind     kind
 	unsigned bool
 	bits     uint     // kInt: the type's width
-	fsp      int      // kTime: fractional digits
+	fsp      int      // kTime, kDatetime: fractional digits
 	size     int      // kBinary: bytes; kBit: bytes
 	members  []string // kEnum, kSet
 }
@@ -110,7 +110,7 @@ func columnOf(name, dataType, colType string, fsp, octets, prec int64) (column, 
 	case "date":
 		c.kind = kDate
 	case "datetime", "timestamp":
-		c.kind = kDatetime
+		c.kind, c.fsp = kDatetime, int(fsp)
 	case "time":
 		c.kind, c.fsp = kTime, int(fsp)
 	case "bit":
@@ -363,4 +363,33 @@ func formatTime(s string, fsp int) ([]byte, error) {
 		out = append(out, (frac + "000000")[:fsp]...)
 	}
 	return out, nil
+}
+
+// rawTime is a DATE, DATETIME or TIMESTAMP value as the driver returns it
+// without parseTime (dialect.Session.RawTimes, how migrate reads a MySQL
+// source): the text, with the column's fractional digits; a zero or
+// partly zero date as the server wrote it.
+func (c *column) rawTime(v any) ([]byte, error) {
+	var s string
+	switch t := v.(type) {
+	case time.Time:
+		s = t.UTC().Format("2006-01-02 15:04:05.000000000")
+	case string:
+		s = t
+	default:
+		return nil, fmt.Errorf("unexpected temporal value of type %T", v)
+	}
+	date, clock, _ := strings.Cut(s, " ")
+	if c.kind == kDate {
+		return []byte(date), nil
+	}
+	if clock == "" {
+		clock = "00:00:00"
+	}
+	whole, frac, _ := strings.Cut(clock, ".")
+	out := date + " " + whole
+	if c.fsp > 0 {
+		out += "." + (frac + "000000000")[:c.fsp]
+	}
+	return []byte(out), nil
 }
