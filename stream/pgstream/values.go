@@ -11,16 +11,17 @@ import (
 // pool returns for the column when it reads the row.
 type valueFunc func(text []byte) (any, error)
 
-// The project's pool is pgx's database/sql driver (stdlib): pgx asks the
-// server for each result column in the format its type map prefers
-// (binary for the types it knows, text for the others), and stdlib's
-// Rows.Next turns the column into a driver.Value by its type: bool, []byte,
-// int64, float64, time.Time, []byte for json, jsonb and xml, and a string
-// for every other type (pgx's text form of the binary value). valueFor
-// reproduces that path for a text value: when the pool would have read the
-// binary form, the text is decoded and encoded again in binary first, so
-// that the same scan plans give the same value (a timestamptz in the local
-// zone, an interval or a numeric written by pgx and not by the server).
+// The project's pool is pgx's database/sql driver (stdlib). Its queries ask
+// the server for the binary form of a few intrinsic types only (stdlib's
+// databaseSQLResultFormats: bool, bytea, cid, date, float4, float8, int2,
+// int4, int8, oid, timestamp, timestamptz, xid) and for the text form of
+// every other type, and its Rows.Next turns a column into a driver.Value by
+// its type: bool, []byte, int64, float64, time.Time, []byte for json, jsonb
+// and xml, and the server's text for every other type (numeric, uuid,
+// arrays, enums, intervals...). valueFor reproduces that path for a text
+// value: for the binary types the text is decoded and encoded again in
+// binary, so that the same scan plans give the same value (a timestamptz in
+// the local zone, as the binary form gives it).
 func valueFor(m *pgtype.Map, oid uint32) valueFunc {
 	// Fast paths whose result is the binary path's, without the detour.
 	switch oid {
@@ -36,27 +37,65 @@ func valueFor(m *pgtype.Map, oid uint32) valueFunc {
 			}
 			return nil, fmt.Errorf("invalid bool %q", src)
 		}
-	case pgtype.TextOID, pgtype.VarcharOID, pgtype.BPCharOID, pgtype.NameOID:
-		return func(src []byte) (any, error) { return string(src), nil }
+	case pgtype.ByteaOID: // a non-null value is never a nil slice, as in binary
+		text := scanAs[[]byte](m, oid, pgtype.TextFormatCode, nil)
+		return func(src []byte) (any, error) {
+			v, err := text(src)
+			if b, _ := v.([]byte); err == nil && b == nil {
+				v = []byte{}
+			}
+			return v, err
+		}
 	}
-
-	format := m.FormatCodeForOID(oid)
-	scan := stdlibValue(m, oid, format)
-	if format == pgtype.TextFormatCode {
-		return scan
+	if !binaryResult[oid] {
+		return stdlibValue(m, oid, pgtype.TextFormatCode)
 	}
-	typ, _ := m.TypeForOID(oid) // known: the format is binary
+	scan := stdlibValue(m, oid, pgtype.BinaryFormatCode)
+	var bin func(src []byte) ([]byte, error)
+	switch oid {
+	case pgtype.DateOID:
+		bin = toBinary[pgtype.Date](m, oid)
+	case pgtype.TimestampOID:
+		bin = toBinary[pgtype.Timestamp](m, oid)
+	case pgtype.TimestamptzOID:
+		bin = toBinary[pgtype.Timestamptz](m, oid)
+	case pgtype.Float4OID:
+		bin = toBinary[pgtype.Float4](m, oid)
+	case pgtype.Float8OID:
+		bin = toBinary[pgtype.Float8](m, oid)
+	default: // cid, oid, xid
+		bin = toBinary[pgtype.Uint32](m, oid)
+	}
 	return func(src []byte) (any, error) {
-		v, err := typ.Codec.DecodeValue(m, oid, pgtype.TextFormatCode, src)
+		b, err := bin(src)
 		if err != nil {
 			return nil, err
 		}
-		bin, err := m.Encode(oid, pgtype.BinaryFormatCode, v, nil)
-		if err != nil {
-			return nil, err
-		}
-		return scan(bin)
+		return scan(b)
 	}
+}
+
+// toBinary turns the text form of a value into its binary form, through a
+// T that holds every value of the type (infinities included).
+func toBinary[T any](m *pgtype.Map, oid uint32) func(src []byte) ([]byte, error) {
+	var zero T
+	plan := m.PlanScan(oid, pgtype.TextFormatCode, &zero)
+	return func(src []byte) ([]byte, error) {
+		var d T
+		if err := plan.Scan(src, &d); err != nil {
+			return nil, err
+		}
+		return m.Encode(oid, pgtype.BinaryFormatCode, d, nil)
+	}
+}
+
+// binaryResult are the types stdlib reads in binary (its
+// databaseSQLResultFormats).
+var binaryResult = map[uint32]bool{
+	pgtype.BoolOID: true, pgtype.ByteaOID: true, pgtype.CIDOID: true, pgtype.DateOID: true,
+	pgtype.Float4OID: true, pgtype.Float8OID: true, pgtype.Int2OID: true, pgtype.Int4OID: true,
+	pgtype.Int8OID: true, pgtype.OIDOID: true, pgtype.TimestampOID: true, pgtype.TimestamptzOID: true,
+	pgtype.XIDOID: true,
 }
 
 // stdlibValue is stdlib's conversion of a column of type oid received in
