@@ -1,8 +1,12 @@
 package pgstream
 
 import (
+	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/migrate-dev/migrate/internal/testsvc"
+	"github.com/migrate-dev/migrate/plans"
 )
 
 // TestCheck: a good setup passes; a table without a key, one with
@@ -28,6 +32,34 @@ func TestCheck(t *testing.T) {
 	} {
 		if !strings.Contains(errs[i].Error(), want) {
 			t.Errorf("error %d: %v, want it to say %q", i, errs[i], want)
+		}
+	}
+}
+
+// TestNoPasswordInErrors: failing to connect names the DSN redacted, never
+// its password.
+func TestNoPasswordInErrors(t *testing.T) {
+	u, err := url.Parse(testsvc.PostgresURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "s3cr3t-Pa55word"
+	u.User = url.UserPassword("no_such_user_pgstream", secret)
+	dsn, err := plans.ParseDSN(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(dsn, "nopw")
+	_, err1 := c.Start(ctxT(t), [][2]string{{"public", "t"}})
+	_, err2 := c.Open(ctxT(t), "0/0")
+	_, _, err3 := c.Retained(ctxT(t), "")
+	err4 := c.Stop(ctxT(t), false)
+	for i, err := range []error{err1, err2, err3, err4} {
+		if err == nil {
+			t.Fatalf("call %d with an unknown user succeeded", i+1)
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Fatalf("call %d: the error shows the password: %v", i+1, err)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package pgstream
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/jackc/pglogrepl"
@@ -146,4 +147,40 @@ func (r *relation) del(msg *pglogrepl.DeleteMessage) (stream.Change, error) {
 	var err error
 	c.Old, c.OldHas, err = r.old(msg.OldTupleType, msg.OldTuple)
 	return c, err
+}
+
+// parse decodes a pgoutput message; pglogrepl indexes without bounds
+// checks, so a malformed message is an error, not a panic.
+func parse(data []byte) (msg pglogrepl.Message, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("malformed pgoutput message: %v", p)
+		}
+	}()
+	return pglogrepl.Parse(data)
+}
+
+// baseType resolves a domain to its base type, as the server does for the
+// columns of a result; other types are returned as they are.
+func (r *Reader) baseType(ctx context.Context, oid uint32) (uint32, error) {
+	if r.db == nil {
+		db, err := r.c.connect(ctx)
+		if err != nil {
+			return 0, err
+		}
+		r.db = db
+	}
+	for range 32 {
+		var kind string
+		var base uint32
+		err := r.db.QueryRowContext(ctx, `SELECT typtype::text, typbasetype FROM pg_type WHERE oid = $1`, oid).Scan(&kind, &base)
+		if err != nil {
+			return 0, fmt.Errorf("read pg_type of type %d: %w", oid, err)
+		}
+		if kind != "d" {
+			return oid, nil
+		}
+		oid = base
+	}
+	return 0, fmt.Errorf("type %d: domains nested too deep", oid)
 }

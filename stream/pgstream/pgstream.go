@@ -89,11 +89,17 @@ func objectName(name string) string {
 	return s + suffix
 }
 
-// open opens a pool of the project's own kind to the source.
-func (c *Capture) open() (*sql.DB, error) {
+// connect opens a pool of the project's own kind to the source and checks
+// that it connects, so that a connection failure is not taken for the
+// failure of a statement.
+func (c *Capture) connect(ctx context.Context) (*sql.DB, error) {
 	db, err := dialect.Postgres{}.Open(c.dsn, dialect.Session{})
 	if err != nil {
 		return nil, fmt.Errorf("pgstream: open the source %s: %w", c.dsn, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("pgstream: connect to the source %s: %w; check the DSN, the credentials and that the server is reachable", c.dsn, err)
 	}
 	return db, nil
 }
@@ -106,7 +112,7 @@ func (c *Capture) Start(ctx context.Context, tables [][2]string) (stream.Pos, er
 	if len(tables) == 0 {
 		return "", errors.New("pgstream: start: no tables to capture; name at least one table of the plan")
 	}
-	db, err := c.open()
+	db, err := c.connect(ctx)
 	if err != nil {
 		return "", err
 	}
@@ -175,7 +181,7 @@ func (c *Capture) Retained(ctx context.Context, pos stream.Pos) (int64, bool, er
 			return -1, false, fmt.Errorf("pgstream: retained: position %q is not a PostgreSQL LSN (like 0/16B3748)", pos)
 		}
 	}
-	db, err := c.open()
+	db, err := c.connect(ctx)
 	if err != nil {
 		return -1, false, err
 	}
@@ -204,7 +210,7 @@ func (c *Capture) Stop(ctx context.Context, keepSlot bool) error {
 	if keepSlot {
 		return nil
 	}
-	db, err := c.open()
+	db, err := c.connect(ctx)
 	if err != nil {
 		return err
 	}

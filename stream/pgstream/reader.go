@@ -83,7 +83,7 @@ func (c *Capture) Open(ctx context.Context, pos stream.Pos) (stream.Reader, erro
 	cfg.RuntimeParams["application_name"] = "migrate"
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("pgstream: open a replication connection to %s: %w (the user needs the REPLICATION attribute and a pg_hba.conf entry allowing it)", c.dsn, err)
+		return nil, fmt.Errorf("pgstream: open a replication connection to %s: %w; check the DSN and the credentials (the user also needs the REPLICATION attribute, and pg_hba.conf an entry allowing its replication connections)", c.dsn, err)
 	}
 	err = pglogrepl.StartReplication(ctx, conn, c.name, start, pglogrepl.StartReplicationOptions{
 		Mode:       pglogrepl.LogicalReplication,
@@ -405,40 +405,4 @@ func (r *Reader) commit(ctx context.Context, m *pglogrepl.CommitMessage) error {
 			return ctx.Err()
 		}
 	}
-}
-
-// parse decodes a pgoutput message; pglogrepl indexes without bounds
-// checks, so a malformed message is an error, not a panic.
-func parse(data []byte) (msg pglogrepl.Message, err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("malformed pgoutput message: %v", p)
-		}
-	}()
-	return pglogrepl.Parse(data)
-}
-
-// baseType resolves a domain to its base type, as the server does for the
-// columns of a result; other types are returned as they are.
-func (r *Reader) baseType(ctx context.Context, oid uint32) (uint32, error) {
-	if r.db == nil {
-		db, err := r.c.open()
-		if err != nil {
-			return 0, err
-		}
-		r.db = db
-	}
-	for range 32 {
-		var kind string
-		var base uint32
-		err := r.db.QueryRowContext(ctx, `SELECT typtype::text, typbasetype FROM pg_type WHERE oid = $1`, oid).Scan(&kind, &base)
-		if err != nil {
-			return 0, fmt.Errorf("read pg_type of type %d: %w", oid, err)
-		}
-		if kind != "d" {
-			return oid, nil
-		}
-		oid = base
-	}
-	return 0, fmt.Errorf("type %d: domains nested too deep", oid)
 }

@@ -98,11 +98,22 @@ func TestOrderAndResume(t *testing.T) {
 		}
 		txs = append(txs, tx)
 	}
+	eventually(t, "Behind to report nothing left", func() bool { return r.Behind() == stream.Lag{} })
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
 	r2 := e.open(txs[1].End)
+	// Three transactions wait for Next: the lag is the WAL after tx 2.
+	eventually(t, "Behind to count the WAL after tx 2", func() bool { return r2.Behind().Bytes > 0 })
+	if l := r2.Behind(); l.Seconds != 0 {
+		t.Fatalf("Behind before any Next: %+v, want no age", l)
+	}
 	for i := 3; i <= 5; i++ {
+		if i == 4 {
+			if l := r2.Behind(); l.Bytes <= 0 || l.Seconds <= 0 {
+				t.Fatalf("Behind with two transactions waiting: %+v, want bytes and the age of tx 3", l)
+			}
+		}
 		if tx := next(t, r2); tx.End != txs[i-1].End || tx.Changes[0].New[0] != int64(i) {
 			t.Fatalf("after reopening from tx 2: got tx ending %s with %v, want tx %d ending %s", tx.End, tx.Changes[0].New, i, txs[i-1].End)
 		}
