@@ -149,6 +149,17 @@ func TestAckReconnect(t *testing.T) {
 	if tx := next(t, r2); tx.End != tx3.End || tx.Changes[0].New[0] != int64(3) {
 		t.Fatalf("after reopening: tx ending %s with %v, want tx 3", tx.End, tx.Changes[0].New)
 	}
+	// Waiting on an idle stream ends with the context, and the reader
+	// still delivers afterwards.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	if _, err := r2.Next(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Next on an idle stream: %v, want the context's error", err)
+	}
+	e.exec(`INSERT INTO t VALUES (4)`)
+	if tx := next(t, r2); tx.Changes[0].New[0] != int64(4) {
+		t.Fatalf("after a timed-out Next: %v, want row 4", tx.Changes[0].New)
+	}
 }
 
 // TestIdleKeepaliveAck: on a stream where everything delivered is
