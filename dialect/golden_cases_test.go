@@ -231,6 +231,7 @@ var checkpointCases = []goldenCase{
 	{"CheckpointRead", "snapshot", func(d Dialect, _ fixture) string { return d.CheckpointRead(false) }},
 	{"CheckpointRead", "locking, for the takeover", func(d Dialect, _ fixture) string { return d.CheckpointRead(true) }},
 	{"CheckpointAdvance", "", func(d Dialect, _ fixture) string { return d.CheckpointAdvance() }},
+	{"StreamSchema", "", func(d Dialect, _ fixture) string { return d.StreamSchema() }},
 	{"StreamInit", "", func(d Dialect, _ fixture) string { return d.StreamInit() }},
 	{"StreamTableInit", "", func(d Dialect, _ fixture) string { return d.StreamTableInit() }},
 	{"StreamRead", "snapshot", func(d Dialect, _ fixture) string { return d.StreamRead(false) }},

@@ -17,6 +17,9 @@ func (m MySQL) streamHelpers() []string {
 	}
 }
 
+// StreamSchema implements Stream.
+func (MySQL) StreamSchema() string { return "SELECT DATABASE()" }
+
 // StreamInit implements Stream.
 func (m MySQL) StreamInit() string {
 	return `INSERT IGNORE INTO ` + m.Quote(StreamTable) + ` (plan, pos, start_pos) SELECT ?, p, p FROM (SELECT ? AS p) AS v`

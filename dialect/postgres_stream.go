@@ -18,6 +18,9 @@ func (p Postgres) streamHelpers() []string {
 	}
 }
 
+// StreamSchema implements Stream.
+func (Postgres) StreamSchema() string { return "SELECT current_schema()" }
+
 // StreamInit implements Stream.
 func (p Postgres) StreamInit() string {
 	return `INSERT INTO ` + p.Quote(StreamTable) + ` (plan, pos, start_pos) VALUES ($1, $2, $2) ON CONFLICT (plan) DO NOTHING`

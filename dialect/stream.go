@@ -11,6 +11,9 @@ const (
 
 // Stream is the change stream's statements.
 type Stream interface {
+	// StreamSchema yields the schema (PostgreSQL) or database (MySQL) an
+	// unqualified table name is in, as changes name it.
+	StreamSchema() string
 	// StreamInit records a plan's stream at the position capture started
 	// from, unless it is recorded: args plan, position.
 	StreamInit() string

@@ -47,7 +47,11 @@ func (r *Runner) startStream(ctx context.Context, jobs []shardJob) error {
 		}
 		seen[j.table.Target] = true
 		units = append(units, j.table.Target)
-		pairs = append(pairs, r.sourcePair(j.spec.Source))
+		pair, err := r.sourcePair(ctx, j.spec.Source)
+		if err != nil {
+			return err
+		}
+		pairs = append(pairs, pair)
 	}
 	pos, err := r.capture.Start(ctx, pairs)
 	if err != nil {
@@ -83,13 +87,17 @@ func (r *Runner) stream() batch.Stream {
 	return streamCounts{r}
 }
 
-// sourcePair is a source table as its changes name it: [schema, name],
-// schema "" when the plan does not qualify it.
-func (r *Runner) sourcePair(ident []string) [2]string {
+// sourcePair is a source table as its changes name it: [schema, name]; an
+// unqualified name is in the source connection's schema (database).
+func (r *Runner) sourcePair(ctx context.Context, ident []string) ([2]string, error) {
 	if len(ident) == 2 {
-		return [2]string{ident[0], ident[1]}
+		return [2]string{ident[0], ident[1]}, nil
 	}
-	return [2]string{"", ident[0]}
+	var schema string
+	if err := r.src.QueryRowContext(ctx, r.srcD.StreamSchema()).Scan(&schema); err != nil {
+		return [2]string{}, fmt.Errorf("source %s: read its schema: %w", r.plan.Source, err)
+	}
+	return [2]string{schema, ident[0]}, nil
 }
 
 // streamCounts is the stream's per-table counts as the copy reads them
@@ -112,7 +120,10 @@ func (r *Runner) follow(ctx context.Context, jobs []shardJob) error {
 			continue
 		}
 		seen[j.table.Target] = true
-		pair := r.sourcePair(j.spec.Source)
+		pair, err := r.sourcePair(ctx, j.spec.Source)
+		if err != nil {
+			return err
+		}
 		spec := j.spec
 		w.tables = append(w.tables, &apply.Table{Schema: pair[0], Name: pair[1], Unit: j.table.Target, Target: spec.Target,
 			Columns: spec.Columns, Key: spec.Key, Convert: spec.Convert, Source: r.copier().Reader(spec)})

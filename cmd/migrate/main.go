@@ -28,6 +28,9 @@ const (
 	exitDiff   = 3
 	exitFenced = 4
 	exitHalted = 5
+	// exitLagging: a cutover found the change stream behind, or not caught
+	// up in time; it changed nothing.
+	exitLagging = 6
 	// exitInternal: migrate panicked (a bug). Not one of SPEC §4's codes:
 	// Go's own exit code for a panic, 2, would read as a usage error.
 	exitInternal = 70 // EX_SOFTWARE of sysexits.h
@@ -39,6 +42,9 @@ ZooKeeper), fenced at the target.
 
 Usage:
   migrate run      -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify] [--metrics-addr ADDR] [--parallel K]
+                   [--follow]
+  migrate cutover  -p PLAN [--max-lag D] [--timeout D] [--keep-slot] [--no-verify] [--json]
+  migrate abandon  -p PLAN
   migrate status   -p PLAN [--json]
   migrate verify   -p PLAN [--json] [--report FILE.md] [--table NAME]
   migrate repair   -p PLAN [--table NAME] [--delete-extra] [--json]
@@ -54,7 +60,8 @@ Without -p, a single table is described by flags:
 
 Run 'migrate COMMAND -h' for the flags of a command.
 Exit codes: 0 done, 1 error, 2 usage or invalid plan, 3 differences found,
-4 fenced (lease lost or token refused), 5 halted (needs an operator).
+4 fenced (lease lost or token refused), 5 halted (needs an operator),
+6 cutover: the change stream is not caught up (nothing was changed).
 `
 
 // usageError is a command-line mistake (exit 2).
@@ -82,6 +89,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"verify":   verifyCmd,
 		"repair":   repairCmd,
 		"drill":    drillCmd,
+		"cutover":  cutoverCmd,
+		"abandon":  abandonCmd,
 	}
 	name := args[0]
 	if name == "-h" || name == "--help" || name == "help" {
@@ -156,6 +165,8 @@ func exitCode(err error) int {
 		return exitHalted
 	case errors.Is(err, runner.ErrDiff):
 		return exitDiff
+	case errors.Is(err, runner.ErrLagging):
+		return exitLagging
 	default:
 		return exitError
 	}

@@ -42,7 +42,7 @@ func openStatus(ctx context.Context, plan *plans.Plan, log *slog.Logger) (rd *st
 		return nil, nil, err
 	}
 	return &status.Reader{Plan: plan, Target: svc.Target, SQL: svc.TargetSQL, Cursor: svc.Cursor, Fence: svc.Fence,
-		Records: svc.Records, Locker: svc.Locker, Steps: postload.Store{Plan: plan.Name, SQL: svc.TargetSQL}}, r.Close, nil
+		Records: svc.Records, Locker: svc.Locker, Steps: postload.Store{Plan: plan.Name, SQL: svc.TargetSQL}, Capture: svc.Capture}, r.Close, nil
 }
 
 // open is openRunner, and the services it opened.
@@ -94,6 +94,7 @@ func open(ctx context.Context, plan *plans.Plan, opts runner.Options, targetOnly
 		return fail(err)
 	}
 	svc.LockInTarget = plan.LockInTarget()
+	svc.Capture = newCapture(plan)
 	svc.Records = records.New(svc.Target, svc.TargetSQL)
 	svc.Fence, svc.Cursor = fence.New(svc.TargetSQL), cursor.New(svc.TargetSQL)
 	r := runner.New(plan, opts, svc)

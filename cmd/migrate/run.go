@@ -23,6 +23,7 @@ import (
 type runFlags struct {
 	pf                                planFlags
 	asJSON, noVerify, noProgress, dry *bool
+	follow                            *bool
 	instance, report, metricsAddr     *string
 	cpuProfile, memProfile            *string
 	parallel                          *int
@@ -39,6 +40,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics while running, e.g. :9090 or 127.0.0.1:9090")
 	f.cpuProfile = fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	f.memProfile = fs.String("memprofile", "", "write an allocation profile at the end of the run to this file (go tool pprof)")
+	f.follow = fs.Bool("follow", false, "start a change stream at the source before the copy and keep applying it, after the copy too, until `migrate cutover` (docs/streaming.md)")
 	f.dry = fs.Bool("dry-run", false, "report what the run would do (rows to insert or update, schema differences, DDL, an estimate); take no lease, write nothing")
 }
 
@@ -49,7 +51,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var f runFlags
 	f.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate run -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify] [--metrics-addr ADDR] [--parallel K]\n\nCopies every shard of the plan; run it again to resume after a crash.\nExample: migrate run -p orders.yaml --instance node-a")
+		fmt.Fprintln(fs.Output(), "usage: migrate run -p PLAN [--dry-run] [--json] [--instance NAME] [--no-verify] [--metrics-addr ADDR] [--parallel K] [--follow]\n\nCopies every shard of the plan; run it again to resume after a crash.\nExample: migrate run -p orders.yaml --instance node-a")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -116,7 +118,7 @@ func (f *runFlags) options(ctx context.Context, plan *plans.Plan, stderr io.Writ
 	for _, w := range plan.Warnings() {
 		log.Warn(w)
 	}
-	opts = runner.Options{Instance: *f.instance, Owner: lock.NewOwnerID(*f.instance), NoVerify: *f.noVerify, Log: log, Parallel: *f.parallel}
+	opts = runner.Options{Instance: *f.instance, Owner: lock.NewOwnerID(*f.instance), NoVerify: *f.noVerify, Log: log, Parallel: *f.parallel, Follow: *f.follow}
 	if progress != nil {
 		opts.Progress = progress
 	}

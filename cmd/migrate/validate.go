@@ -24,8 +24,9 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	var pf planFlags
 	pf.register(fs)
+	follow := fs.Bool("follow", false, "also check that the source can stream its changes (run --follow): logical replication or a ROW binlog, keys, privileges, retention")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate validate -p PLAN\n\nChecks the plan file (errors name file:line:column), then the keys' collations of\nthe target tables that exist (read only; a target it cannot reach is skipped\nwith a warning). When the plan discovers its tables (no tables list, or\ninclude/exclude) or leaves a key out, it reads the source's catalog and prints\nthe tables found and, between two databases of one engine, the views, routines\nand triggers the post-load phase creates; or copies between engines: then it\nreads the source's table definitions, checks that every column's type maps and\nits values convert, and prints what a table migrate creates would not reproduce.\nExample: migrate validate -p orders.yaml")
+		fmt.Fprintln(fs.Output(), "usage: migrate validate -p PLAN [--follow]\n\nChecks the plan file (errors name file:line:column), then the keys' collations of\nthe target tables that exist (read only; a target it cannot reach is skipped\nwith a warning). When the plan discovers its tables (no tables list, or\ninclude/exclude) or leaves a key out, it reads the source's catalog and prints\nthe tables found and, between two databases of one engine, the views, routines\nand triggers the post-load phase creates; or copies between engines: then it\nreads the source's table definitions, checks that every column's type maps and\nits values convert, and prints what a table migrate creates would not reproduce.\nExample: migrate validate -p orders.yaml")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -59,6 +60,11 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if err := checkTargets(ctx, p, src, srcSQL, stderr); err != nil {
 		return err
+	}
+	if *follow {
+		if err := checkFollow(ctx, p); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(stdout, "plan %s is valid: %d table(s), source %s, target %s, lock %s, batch %d, lease ttl %s\n",
 		p.Name, len(p.Tables), p.Source, p.Target, p.LockName(), p.BatchSize, p.LeaseTTL)
