@@ -257,7 +257,7 @@ func Units(p *plans.Plan, shards map[string]int) []fence.Shard {
 			out = append(out, fence.Shard{Plan: p.Name, Table: t.Target, Index: i})
 		}
 	}
-	return append(out, postload.Unit(p.Name))
+	return append(out, postload.Unit(p.Name), apply.Unit(p.Name))
 }
 
 // leases lists the shards' live leases in st and returns their holders.
@@ -274,6 +274,17 @@ func (rd *Reader) leases(ctx context.Context, st *Status, shards map[string]int)
 				holders[s] = info.Owner
 				st.Leases = append(st.Leases, LeaseStatus{Table: t.Name, Target: t.Target, Shard: i, Owner: info.Owner, Token: info.Token, TTLMs: info.TTL.Milliseconds()})
 			}
+		}
+	}
+	// The plan's other units: the post-load phase and the change stream.
+	for _, u := range []fence.Shard{postload.Unit(rd.Plan.Name), apply.Unit(rd.Plan.Name)} {
+		info, err := rd.Locker.Inspect(ctx, hold.Base(u))
+		if err != nil {
+			return nil, fmt.Errorf("lock %s: %w", rd.Locker, err)
+		}
+		if info.Held {
+			holders[u] = info.Owner
+			st.Leases = append(st.Leases, LeaseStatus{Table: u.Table, Target: u.Table, Shard: u.Index, Owner: info.Owner, Token: info.Token, TTLMs: info.TTL.Milliseconds()})
 		}
 	}
 	return holders, nil
