@@ -13,7 +13,7 @@ import (
 
 // The keys a plan file may use.
 var (
-	planKeys  = []string{"name", "source", "target", "redis", "lock", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "include", "exclude", "tables"}
+	planKeys  = []string{"name", "source", "target", "redis", "lock", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "max_retained_log_mb", "include", "exclude", "tables"}
 	tableKeys = []string{"name", "target", "key", "columns", "shards", "types"}
 )
 
@@ -68,6 +68,8 @@ func (d *decoder) decode(data []byte) (*Plan, *planPos) {
 			d.duration(f, key, v, &p.TakeoverWindow)
 		case "max_outage":
 			d.duration(f, key, v, &p.MaxOutage)
+		case "max_retained_log_mb":
+			d.int(f, key, v, &p.MaxRetainedLogMB)
 		case "include":
 			d.list(f, key, v, &p.Include)
 		case "exclude":

@@ -68,6 +68,11 @@ type Plan struct {
 	// stay unreachable, restarting or failing over before a shard halts;
 	// such failures do not count against MaxRetries.
 	MaxOutage time.Duration
+	// MaxRetainedLogMB (yaml max_retained_log_mb, default 0: no cap) halts
+	// the change stream (run --follow) when the source keeps more than
+	// this many MiB of its log for it (a PostgreSQL slot's WAL, MySQL's
+	// binlogs from the stream's position), instead of filling its disk.
+	MaxRetainedLogMB int
 	// Discover: the tables are found in the source (a plan with no
 	// tables list, or with include or exclude): every base table whose
 	// name matches an Include pattern (all when none) and no Exclude

@@ -112,7 +112,7 @@ func positionsOf(p *Plan) *planPos {
 	if !p.Lock.IsZero() || p.lockDB {
 		pp.at["lock"] = base
 	}
-	for _, name := range []string{"name", "source", "target", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "tables"} {
+	for _, name := range []string{"name", "source", "target", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "max_retained_log_mb", "tables"} {
 		pp.at[name] = base
 	}
 	for i, t := range p.Tables {

@@ -84,6 +84,7 @@ func validate(p *Plan, pp *planPos) problems {
 	check("max_retries", p.MaxRetries < 0, "max_retries %d must not be negative", p.MaxRetries)
 	check("max_takeovers", p.MaxTakeovers < 1, "max_takeovers %d must be at least 1", p.MaxTakeovers)
 	check("takeover_window", p.TakeoverWindow <= 0, "takeover_window %v must be positive", p.TakeoverWindow)
+	check("max_retained_log_mb", p.MaxRetainedLogMB < 0, "max_retained_log_mb %d must not be negative (0: no cap)", p.MaxRetainedLogMB)
 	check("max_outage", p.MaxOutage < 0, "max_outage %v must not be negative (0: an unreachable database counts against max_retries)", p.MaxOutage)
 	switch {
 	case p.Discover:

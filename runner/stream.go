@@ -169,6 +169,9 @@ func (w *streamWork) Halted() error {
 func (w *streamWork) Run(ctx context.Context, c *hold.Claim) error {
 	r := w.r
 	lctx := c.Lease.Context()
+	if err := w.retention(lctx, w.st.Pos); err != nil {
+		return err
+	}
 	rd, err := r.capture.Open(lctx, w.st.Pos)
 	if errors.Is(err, stream.ErrGone) {
 		return fmt.Errorf("%w: %w (from %s): the tables must be copied again", hold.ErrHalted, err, w.st.Pos)
@@ -188,10 +191,60 @@ func (w *streamWork) Run(ctx context.Context, c *hold.Claim) error {
 				w.log.Info("change stream", "pos", a.Pos, "lag_seconds", a.Lag.Seconds, "lag_bytes", a.Lag.Bytes)
 			}
 		}}
-	err = a.Run(ctx, c.Lease, rd)
+	wctx, stopWatch := context.WithCancelCause(ctx)
+	defer stopWatch(nil)
+	go w.watchRetention(wctx, stopWatch)
+	err = a.Run(wctx, c.Lease, rd)
+	if cause := context.Cause(wctx); errors.Is(cause, hold.ErrHalted) {
+		return cause
+	}
 	if errors.Is(err, apply.ErrStopped) {
 		w.log.Info("change stream stopped")
 		return nil
 	}
 	return err
+}
+
+// RetentionEvery is how often the applier looks at how much log the source
+// keeps for the stream.
+const RetentionEvery = 10 * time.Second
+
+// watchRetention checks the stream's retention every RetentionEvery and
+// stops the applier (stop, with the halting error as cause) when it fails.
+func (w *streamWork) watchRetention(ctx context.Context, stop context.CancelCauseFunc) {
+	t := time.NewTicker(RetentionEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		st, err := apply.Read(ctx, w.r.dst, w.r.dstD, w.r.plan.Name, false)
+		if err != nil {
+			continue
+		}
+		if err := w.retention(ctx, st.Pos); err != nil {
+			stop(err)
+			return
+		}
+	}
+}
+
+// retention is a hold.ErrHalted error when the source no longer has the
+// stream's position pos, or keeps more of its log for the stream than the
+// plan's max_retained_log_mb.
+func (w *streamWork) retention(ctx context.Context, pos stream.Pos) error {
+	r := w.r
+	n, ok, err := r.capture.Retained(ctx, pos)
+	switch {
+	case err != nil:
+		w.log.Warn("how much log the source keeps for the stream is not known", "err", err)
+	case !ok:
+		return fmt.Errorf("%w: %w (the stream's position %s): the tables must be copied again; `migrate abandon` drops what is left of the stream", hold.ErrHalted, stream.ErrGone, pos)
+	case r.plan.MaxRetainedLogMB > 0 && n > int64(r.plan.MaxRetainedLogMB)<<20:
+		return fmt.Errorf("%w: the source keeps %d MiB of its log for the change stream, more than max_retained_log_mb %d: the stream is halted before it fills the source's disk; let it catch up (raise the cap and run again) or give it up with `migrate abandon` (the slot is dropped; the tables must then be copied again)",
+			hold.ErrHalted, n>>20, r.plan.MaxRetainedLogMB)
+	}
+	return nil
 }
