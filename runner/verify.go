@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/plans"
@@ -13,6 +14,15 @@ import (
 // Verify compares every table of the plan (or the one named, by source or
 // target name) row by row, source against target.
 func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err error) {
+	return r.VerifyLive(ctx, only, 0, 0)
+}
+
+// VerifyLive is Verify while a change stream applies the source's changes:
+// a table found differing is compared again, up to rounds more times,
+// pause apart, and only the rows found differing every time are reported
+// (a row in flight — changed at the source, not yet applied — differs
+// once, not every time).
+func (r *Runner) VerifyLive(ctx context.Context, only string, rounds int, pause time.Duration) (v *Verification, err error) {
 	v = &Verification{Equal: true, Tables: []verify.Result{}}
 	defer func() {
 		if err != nil {
@@ -43,9 +53,26 @@ func (r *Runner) Verify(ctx context.Context, only string) (v *Verification, err 
 			p.Start("verifying "+t.Name, total, 0)
 			rep = &progressReport{p: p}
 		}
+		live := &liveKeys{}
+		if rounds > 0 {
+			rep = live.with(rep)
+		}
 		res, err := r.compare(ctx, t, src, dst, rep)
 		if p := r.opts.Progress; p != nil {
 			p.Finish()
+		}
+		for round := 1; err == nil && round <= rounds && !res.Equal(); round++ {
+			select {
+			case <-ctx.Done():
+				return v, context.Cause(ctx)
+			case <-time.After(pause):
+			}
+			next := &liveKeys{}
+			if res, err = r.compare(ctx, t, src, dst, next); err == nil {
+				live.keep(next)
+				res = live.result(res)
+				r.log.Info("verification, live: compared again", "table", t.Name, "round", round, "still_differing", res.Missing+res.Extra+res.Changed)
+			}
 		}
 		if err != nil {
 			return v, err
@@ -123,4 +150,74 @@ func (r *Runner) copiedColumns(ctx context.Context, t plans.Table) (src, dst []d
 		return nil, nil, fmt.Errorf("target table %s: %w", t.Target, err)
 	}
 	return src, dst, nil
+}
+
+// liveKeys are the differences of a comparison, by kind and key, to be
+// intersected with those of the next one (VerifyLive).
+type liveKeys struct {
+	next  verify.Reporter // the reporter it stands in front of; may be nil
+	diffs map[string]string
+	full  bool // more differences than kept: no intersection is possible
+}
+
+// liveCap bounds the differences a live verification keeps per table.
+const liveCap = 100000
+
+func (l *liveKeys) with(rep verify.Reporter) verify.Reporter { l.next = rep; return l }
+
+func (l *liveKeys) Compared(n int64) {
+	if l.next != nil {
+		l.next.Compared(n)
+	}
+}
+
+func (l *liveKeys) Differs(kind string, key []any) error {
+	if l.diffs == nil {
+		l.diffs = map[string]string{}
+	}
+	if len(l.diffs) < liveCap {
+		l.diffs[kind+"|"+fmt.Sprint(key...)] = kind
+	} else {
+		l.full = true
+	}
+	if l.next != nil {
+		return l.next.Differs(kind, key)
+	}
+	return nil
+}
+
+// keep keeps the differences found again in next.
+func (l *liveKeys) keep(next *liveKeys) {
+	if l.full || next.full {
+		l.diffs, l.full = next.diffs, true
+		return
+	}
+	for k := range l.diffs {
+		if _, ok := next.diffs[k]; !ok {
+			delete(l.diffs, k)
+		}
+	}
+}
+
+// result is res counting only the differences kept (all of res's when
+// too many were found to intersect them); without any, no sample either.
+func (l *liveKeys) result(res verify.Result) verify.Result {
+	if l.full {
+		return res
+	}
+	res.Missing, res.Extra, res.Changed = 0, 0, 0
+	for _, kind := range l.diffs {
+		switch kind {
+		case "missing":
+			res.Missing++
+		case "extra":
+			res.Extra++
+		default:
+			res.Changed++
+		}
+	}
+	if res.Equal() {
+		res.Samples = []verify.Sample{}
+	}
+	return res
 }

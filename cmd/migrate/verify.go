@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/migrate-dev/migrate/runner"
 )
@@ -19,8 +20,9 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
 	report := fs.String("report", "", "also write a Markdown report to this file")
 	noProgress := fs.Bool("no-progress", false, "no progress bar even on a terminal")
+	live := fs.Bool("live", false, "while a change stream runs (run --follow): compare a differing table again, up to 3 more times a second apart, and report only the rows that differ every time")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: migrate verify -p PLAN [--json] [--report FILE.md] [--table NAME]\n\nCompares every row of the source and target tables by canonical value.\nExit 0 when equal, 3 when not.\nExample: migrate verify -p orders.yaml --table public.orders")
+		fmt.Fprintln(fs.Output(), "usage: migrate verify -p PLAN [--json] [--report FILE.md] [--table NAME] [--live]\n\nCompares every row of the source and target tables by canonical value.\nExit 0 when equal, 3 when not.\nExample: migrate verify -p orders.yaml --table public.orders")
 		fs.PrintDefaults()
 	}
 	if err := parse(fs, args, stderr); err != nil {
@@ -44,7 +46,11 @@ func verifyCmd(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer r.Close()
-	v, err := r.Verify(ctx, table)
+	rounds := 0
+	if *live {
+		rounds = 3
+	}
+	v, err := r.VerifyLive(ctx, table, rounds, time.Second)
 	if err != nil {
 		return err
 	}
