@@ -22,10 +22,9 @@ type Table struct {
 	// TOAST values of a row the target does not hold yet).
 	Source *keyset.Reader
 
-	keyIdx []int          // Key's positions among Columns
-	names  []string       // the change columns the index below was made for
-	from   []int          // for each of Columns, its position among a change's columns
-	byName map[string]int // scratch
+	keyIdx []int    // Key's positions among Columns
+	names  []string // the change columns the index below was made for
+	from   []int    // for each of Columns, its position among a change's columns
 }
 
 // kind is what an op does.

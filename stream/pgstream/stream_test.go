@@ -211,12 +211,6 @@ func TestIdleKeepaliveAck(t *testing.T) {
 	eventually(t, "the acknowledged idle position confirmed", func() bool { return e.confirmed() >= after })
 }
 
-func (r *Reader) walEndNow() pglogrepl.LSN {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.walEnd
-}
-
 // TestStartTwice: a second Start returns a usable position (the slot's
 // confirmed one) and sets the publication's tables to exactly the new ones.
 func TestStartTwice(t *testing.T) {
