@@ -67,6 +67,16 @@ type pending struct {
 	changes []stream.Change
 }
 
+// textFormats are the replication session's settings of the formats of
+// values sent as text.
+var textFormats = map[string]string{
+	"DateStyle":          "ISO, YMD",
+	"IntervalStyle":      "postgres",
+	"TimeZone":           "UTC",
+	"extra_float_digits": "3",
+	"bytea_output":       "hex",
+}
+
 // Open implements stream.Capture: START_REPLICATION on the plan's slot
 // from pos, with pgoutput's protocol version 1 and the plan's publication.
 // A slot that is missing or whose WAL was removed is stream.ErrGone.
@@ -81,6 +91,13 @@ func (c *Capture) Open(ctx context.Context, pos stream.Pos) (stream.Reader, erro
 	}
 	cfg.RuntimeParams["replication"] = "database"
 	cfg.RuntimeParams["application_name"] = "migrate"
+	// pgoutput sends values as text in the walsender's session formats:
+	// the ones the decoding below reads, whatever the database or the
+	// role sets (a DateStyle 'SQL, DMY', extra_float_digits 0 that rounds
+	// floats, bytea_output 'escape').
+	for k, v := range textFormats {
+		cfg.RuntimeParams[k] = v
+	}
 	conn, err := pgconn.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("pgstream: open a replication connection to %s: %w; check the DSN and the credentials (the user also needs the REPLICATION attribute, and pg_hba.conf an entry allowing its replication connections)", c.dsn, err)

@@ -2,6 +2,7 @@ package pgstream
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,8 +45,14 @@ CREATE TABLE "OrderLines" (
 // through the project's pool, for many types, through inserts, updates and
 // deletes in several transactions, with a mixed-case table and a composite
 // key.
+//
+// The database sets unfriendly text formats (a DBA's defaults), which the
+// replication session must not use.
 func TestValuesEqualSelect(t *testing.T) {
 	e := newEnv(t)
+	for _, set := range []string{"TimeZone = 'Asia/Kathmandu'", "DateStyle = 'SQL, DMY'", "IntervalStyle = 'sql_standard'", "extra_float_digits = 0", "bytea_output = 'escape'"} {
+		e.exec(fmt.Sprintf(`DO $$ BEGIN EXECUTE format('ALTER DATABASE %%I SET %s', current_database()); END $$`, strings.ReplaceAll(set, "'", "''")))
+	}
 	e.exec(orderLines)
 	pos := e.start([2]string{"public", "OrderLines"})
 	r := e.open(pos)
