@@ -131,7 +131,11 @@ func (c *Capture) Start(ctx context.Context, tables [][2]string) (stream.Pos, er
 	if exists {
 		stmt = "ALTER PUBLICATION " + pub + " SET TABLE " + strings.Join(list, ", ")
 	}
-	if _, err := db.ExecContext(ctx, stmt); err != nil {
+	_, err = db.ExecContext(ctx, stmt)
+	if pgErr := (*pgconn.PgError)(nil); !exists && errors.As(err, &pgErr) && pgErr.Code == "42710" { // another Start created it
+		_, err = db.ExecContext(ctx, "ALTER PUBLICATION "+pub+" SET TABLE "+strings.Join(list, ", "))
+	}
+	if err != nil {
 		return "", fmt.Errorf("pgstream: start: publish %s as %s: %w (the tables must exist and the user must own them, or be superuser)",
 			strings.Join(list, ", "), c.name, err)
 	}
@@ -156,15 +160,27 @@ func (c *Capture) Start(ctx context.Context, tables [][2]string) (stream.Pos, er
 }
 
 // confirmed reads the slot's confirmed_flush_lsn; ok=false when the slot
-// does not exist.
+// does not exist. A slot another Start is still creating (it has no
+// confirmed position until its snapshot is consistent, which waits for the
+// transactions running at the source) is waited for.
 func (c *Capture) confirmed(ctx context.Context, db *sql.DB) (stream.Pos, bool, error) {
 	var plugin, lsn sql.NullString
-	err := db.QueryRowContext(ctx, `SELECT plugin, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, c.name).Scan(&plugin, &lsn)
-	if errors.Is(err, sql.ErrNoRows) {
-		return "", false, nil
-	}
-	if err != nil {
-		return "", false, fmt.Errorf("pgstream: read the replication slot %s: %w", c.name, err)
+	for {
+		err := db.QueryRowContext(ctx, `SELECT plugin, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, c.name).Scan(&plugin, &lsn)
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("pgstream: read the replication slot %s: %w", c.name, err)
+		}
+		if plugin.String != "pgoutput" || lsn.Valid {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", false, fmt.Errorf("pgstream: the replication slot %s is being created by another session: %w", c.name, ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	if plugin.String != "pgoutput" || !lsn.Valid {
 		return "", false, fmt.Errorf("pgstream: the replication slot %s exists but is not a logical slot of pgoutput (plugin %q); drop it with SELECT pg_drop_replication_slot('%s') or rename the plan", c.name, plugin.String, c.name)

@@ -234,6 +234,56 @@ func TestStartTwice(t *testing.T) {
 	}
 }
 
+// TestStartConcurrent: Starts of several instances at once, while a
+// transaction at the source keeps the slot's creation waiting, all return
+// the slot's one consistent point.
+func TestStartConcurrent(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE a (id int PRIMARY KEY)`)
+	ctx := ctxT(t)
+	conn, err := e.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN; INSERT INTO a VALUES (0)`); err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	type res struct {
+		pos stream.Pos
+		err error
+	}
+	out := make(chan res, n)
+	for range n {
+		go func() {
+			pos, err := e.c.Start(ctx, [][2]string{{"public", "a"}})
+			out <- res{pos, err}
+		}()
+	}
+	// The slot exists and is being created (waiting for the transaction
+	// above) before it ends.
+	for e.scalar(`SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1`, e.c.Slot()) != int64(1) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // the others' Starts meet the slot in creation
+	if _, err := conn.ExecContext(ctx, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	var first stream.Pos
+	for i := range n {
+		r := <-out
+		if r.err != nil {
+			t.Fatalf("Start %d: %v", i, r.err)
+		}
+		if first == "" {
+			first = r.pos
+		} else if r.pos != first {
+			t.Fatalf("Start returned %s and %s", first, r.pos)
+		}
+	}
+}
+
 // TestTruncate: a TRUNCATE of a published table fails Next, naming it.
 func TestTruncate(t *testing.T) {
 	e := newEnv(t)
