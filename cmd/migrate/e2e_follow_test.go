@@ -52,6 +52,7 @@ func TestFollow_WriterDuringCopy(t *testing.T) {
 	inDirections(t, directions, func(t *testing.T, e *env) {
 		e.leaseTTL, e.batchSize = "3s", 500
 		const ttl = 3 * time.Second
+		src := privateSource(t, e)
 		seedFollow(t, e)
 		plan := e.plan(t,
 			planTable{name: "Accounts", shards: 2},
@@ -59,17 +60,20 @@ func TestFollow_WriterDuringCopy(t *testing.T) {
 		f := &follower{e: e, plan: plan, procs: map[string]*proc{}}
 		abandonOnCleanup(t, e, plan) // before the instances: their cleanups (kills) run first
 
-		w := startWriter(t, e)
-		defer w.stop()
-		poll(t, 30*time.Second, "the writer's first changes", func() bool { return w.changes.Load() > 50 || w.failed() })
-		if errs := w.errors(); len(errs) > 0 {
-			t.Fatalf("the writer failed: %v", errs[0])
-		}
-
-		// 1. Two instances; the stream's holder is killed mid-copy.
+		// 1. Two instances; the application writes from the moment the
+		// stream started (so that every change it makes is one the
+		// stream must apply: counted below); the stream's holder is
+		// killed mid-copy.
 		copyStart := time.Now()
 		f.start(t, "a")
 		f.start(t, "b")
+		poll(t, 60*time.Second, "the change stream started", func() bool {
+			f.alive(t)
+			st := f.status(t)
+			return st.Stream != nil && st.Stream.StartPos != ""
+		})
+		w := startWriter(t, e)
+		defer w.stop()
 		var h streamHolder
 		poll(t, 120*time.Second, "the copy in progress with a holder of the stream", func() bool {
 			f.alive(t)
@@ -170,11 +174,35 @@ func TestFollow_WriterDuringCopy(t *testing.T) {
 
 		f.checkLeaseInStatus(t)
 
-		// 4. The application stops writing; the cutover.
+		// 4. The source crashes and restarts (the application stopped
+		// first, so that each change it counted is one the source kept);
+		// the application writes again and the stream goes on.
 		wst := w.stop()
 		if errs := w.errors(); len(errs) > 0 {
 			t.Errorf("the writer failed %d times; the first: %v", len(errs), errs[0])
 		}
+		src.crash()
+		time.Sleep(2 * time.Second) // down for a while
+		src.start()
+		t.Logf("the source crashed and restarted; the application had made %d changes", wst.changes)
+		w2 := startWriter(t, e)
+		defer w2.stop()
+		w2.accounts, w2.nextOrder = w.accounts, w.nextOrder
+		poll(t, 90*time.Second, "the stream applying changes made after the source's restart", func() bool {
+			f.alive(t, zombie)
+			st := f.status(t)
+			return st.Stream != nil && st.Stream.Changes > wst.changes && w2.changes.Load() > 100
+		})
+
+		// 5. The application stops writing; the cutover.
+		w2st := w2.stop()
+		if errs := w2.errors(); len(errs) > 0 {
+			t.Errorf("the writer failed %d times after the restart; the first: %v", len(errs), errs[0])
+		}
+		wst.changes += w2st.changes
+		wst.txs += w2st.txs
+		wst.collisions += w2st.collisions
+		wst.elapsed += w2st.elapsed
 		t.Logf("writer: %d changes in %d transactions over %v (%.0f changes/s), %d key collisions retried",
 			wst.changes, wst.txs, wst.elapsed.Round(time.Millisecond), float64(wst.changes)/wst.elapsed.Seconds(), wst.collisions)
 		if wst.changes == 0 {
@@ -219,13 +247,19 @@ func TestFollow_WriterDuringCopy(t *testing.T) {
 		} else {
 			t.Logf("stream after the cutover: %d changes in %d transactions applied; max lag_ms seen during the copy %d",
 				st.Stream.Changes, st.Stream.Transactions, maxLagMs)
+			// The stream's count is committed with the changes it counts:
+			// a transaction applied twice (a replay past the committed
+			// position after a takeover or the restart) counts twice.
+			if st.Stream.Changes != wst.changes {
+				t.Errorf("the stream applied %d changes; the application made %d: each must be applied once", st.Stream.Changes, wst.changes)
+			}
 		}
 
-		// 5. The target equals the source, row for row.
+		// 6. The target equals the source, row for row.
 		sameDump(t, e, "Accounts", []string{"id"}, []string{"id", "email", "balance", "status", "note", "updated_at"})
 		sameDump(t, e, "order_lines", []string{"order_id", "line"}, []string{"order_id", "line", "qty", "sku"})
 
-		// 6. The remaining instances exit 0.
+		// 7. The remaining instances exit 0.
 		if cut.code != 0 {
 			t.Fatal("the cutover failed: the instances are not stopped")
 		}
@@ -293,6 +327,29 @@ func TestFollow_Preconditions(t *testing.T) {
 			}
 		}
 	})
+}
+
+// source is a private source server, which the test crashes and restarts.
+type source struct{ crash, start func() }
+
+// privateSource gives e a source database on a private server of its
+// engine (PostgreSQL: with the unfriendly text formats of the shared
+// server's test databases, and commits flushed, which the private server
+// does not do by default; MariaDB: a ROW binlog with full images).
+func privateSource(t *testing.T, e *env) source {
+	t.Helper()
+	if e.src == mysqlEngine {
+		srv := testsvc.StartMariaDB(t, "--server-id=1", "--log-bin=mysql-bin", "--binlog-format=ROW", "--binlog-row-image=FULL")
+		e.srcURL = srv.AddUser(t, "migrate", "my-private-pw", "")
+		e.srcDB = testsvc.OpenMySQL(t, e.srcURL)
+		return source{srv.Crash, srv.Start}
+	}
+	srv := testsvc.StartPostgres(t)
+	e.srcURL, e.srcDB = srv.URL, testsvc.OpenPostgres(t, srv.URL)
+	for _, set := range []string{"timezone = 'Asia/Kathmandu'", "DateStyle = 'SQL, DMY'", "extra_float_digits = 0", "bytea_output = 'escape'", "synchronous_commit = on"} {
+		exec1(t, e.srcDB, "ALTER DATABASE migrate SET "+set)
+	}
+	return source{srv.Crash, srv.Start}
 }
 
 // seedFollow creates the application-shaped schema in e's source and

@@ -29,6 +29,8 @@ type MariaDBServer struct {
 	Sock string // unix socket: root logs in there without a password
 	cmd  *exec.Cmd
 	done chan struct{}
+	args []string // mariadbd's
+	log  string
 }
 
 // StartMariaDB initialises a data folder with mariadb-install-db and runs
@@ -74,13 +76,28 @@ func StartMariaDB(t testing.TB, args ...string) *MariaDBServer {
 	if out, err := install.CombinedOutput(); err != nil {
 		t.Fatalf("private mariadb: mariadb-install-db: %v\n%s", err, out)
 	}
-	log := filepath.Join(run, "mysql.log")
-	s.cmd = exec.Command(mysqld, append([]string{"--no-defaults", "--user=mysql", "--datadir=" + data,
+	s.log = filepath.Join(run, "mysql.log")
+	s.args = append([]string{mysqld, "--no-defaults", "--user=mysql", "--datadir=" + data,
 		"--port=" + strconv.Itoa(s.Port), "--bind-address=127.0.0.1", "--socket=" + s.Sock,
-		"--pid-file=" + filepath.Join(run, "mysql.pid"), "--log-error=" + log,
+		"--pid-file=" + filepath.Join(run, "mysql.pid"), "--log-error=" + s.log,
 		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci", "--max-connections=100",
 		"--innodb-flush-log-at-trx-commit=2", "--innodb-buffer-pool-size=64M", "--max-allowed-packet=64M",
-		"--skip-name-resolve"}, args...)...)
+		"--skip-name-resolve"}, args...)
+	s.Start()
+	root := s.root("")
+	defer root.Close()
+	if _, err := root.ExecContext(context.Background(), "CREATE DATABASE migrate CHARACTER SET utf8mb4"); err != nil {
+		t.Fatalf("private mariadb: %v", err)
+	}
+	return s
+}
+
+// Start starts the server (again, after Crash: crash recovery) and waits
+// until it accepts connections.
+func (s *MariaDBServer) Start() {
+	t := s.t
+	t.Helper()
+	s.cmd = exec.Command(s.args[0], s.args[1:]...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("private mariadb: %v", err)
 	}
@@ -94,7 +111,7 @@ func StartMariaDB(t testing.TB, args ...string) *MariaDBServer {
 	for end := time.Now().Add(60 * time.Second); time.Now().Before(end) && !ready; time.Sleep(100 * time.Millisecond) {
 		select {
 		case <-s.done:
-			b, _ := os.ReadFile(log)
+			b, _ := os.ReadFile(s.log)
 			t.Fatalf("private mariadb exited at start:\n%s", tail(string(b), 20))
 		default:
 		}
@@ -104,13 +121,20 @@ func StartMariaDB(t testing.TB, args ...string) *MariaDBServer {
 		ready = last == nil
 	}
 	if !ready {
-		b, _ := os.ReadFile(log)
+		b, _ := os.ReadFile(s.log)
 		t.Fatalf("private mariadb not ready within 60s: %v\n%s", last, tail(string(b), 20))
 	}
-	if _, err := root.ExecContext(context.Background(), "CREATE DATABASE migrate CHARACTER SET utf8mb4"); err != nil {
-		t.Fatalf("private mariadb: %v", err)
+}
+
+// Crash kills the server with SIGKILL and waits for it to exit; the data
+// it wrote stays in the operating system's cache, as after a crash of the
+// server (not of the machine). Start runs its crash recovery.
+func (s *MariaDBServer) Crash() {
+	if s.cmd == nil || s.cmd.Process == nil {
+		return
 	}
-	return s
+	_ = s.cmd.Process.Kill()
+	<-s.done
 }
 
 // Addr is the server's 127.0.0.1:port.

@@ -35,7 +35,9 @@ const maxIdent = 63
 
 // statusInterval is how often a reader sends the server a status update
 // (and asks for a keepalive in return) when nothing else made it send one.
-const statusInterval = time.Second
+// The keepalive's WAL end moves an idle stream's position on: a cutover
+// waits for it after the application's last change (its catch-up time).
+const statusInterval = 250 * time.Millisecond
 
 // Capture is the change capture of one plan from one PostgreSQL database.
 type Capture struct {
