@@ -34,7 +34,13 @@ import (
 // with exit 0, 4 (fenced) or by our SIGKILL.
 func TestSoak(t *testing.T) {
 	t.Parallel()
-	dur, rows := 45*time.Second, 300000
+	soakTest(t, 45*time.Second, 300000, false)
+}
+
+// soakTest runs a soak of dur on rows rows (the defaults of MIGRATE_SOAK and
+// MIGRATE_SOAK_ROWS); with follow, under `run --follow` with an
+// application writing to the source (soak_follow_test.go).
+func soakTest(t *testing.T, dur time.Duration, rows int, follow bool) {
 	if v := os.Getenv("MIGRATE_SOAK"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
@@ -50,6 +56,7 @@ func TestSoak(t *testing.T) {
 		rows = n
 	}
 	s := newSoak(t, rows)
+	s.follow = follow
 	start := time.Now()
 	for round := 1; round == 1 || time.Since(start) < dur; round++ {
 		s.round(t, round, start.Add(dur))
@@ -67,6 +74,7 @@ func TestSoak(t *testing.T) {
 }
 
 const (
+	soakExitWait  = 3 * time.Minute // an instance's exit after its round
 	soakTTL       = 2 * time.Second
 	soakBatch     = 1000
 	soakShards    = 8
@@ -86,6 +94,8 @@ type soak struct {
 	stale  int64 // writes accepted below the watermark
 	// per takeover: the most rows replayed
 	maxReplayed, takeovers, staleRejected int64
+	follow                                bool
+	nextID                                int64 // the application's next new key (follow)
 }
 
 type soakRound struct {
@@ -95,6 +105,7 @@ type soakRound struct {
 	takeovers     int
 	verifyEqual   bool
 	staleAccepted int64
+	stream        *soakStream // follow
 }
 
 // soakProc is one instance and its own proxies to the target and Redis.
@@ -127,7 +138,7 @@ BEGIN
     AND (c.lo_key IS NULL OR n.id > (c.lo_key::jsonb->>0)::bigint)
     AND (c.hi_key IS NULL OR n.id <= (c.hi_key::jsonb->>0)::bigint)
   JOIN _migrate_fence f ON f.plan = c.plan AND f.tbl = c.tbl AND f.shard = c.shard
-  WHERE n._fence < f.token;
+  WHERE n._fence < f.token AND n._fence <> 0; -- 0: the change stream's writes, fenced by its own lease
   RETURN NULL;
 END $$`)
 	return s
@@ -157,7 +168,11 @@ func (s *soak) start(t *testing.T, name, table string) *soakProc {
 	plan := s.planFor(t, name, table, target, redis)
 	// Room for every shard on any two instances: a takeover waits for the
 	// lease to expire, not for a free slot.
-	sp.p = startMigrate(t, "run", "-p", plan, "--json", "--no-verify", "--instance", sp.name, "--parallel", strconv.Itoa(soakParallel))
+	args := []string{"run", "-p", plan, "--json", "--no-verify", "--instance", sp.name, "--parallel", strconv.Itoa(soakParallel)}
+	if s.follow {
+		args = append(args, "--follow")
+	}
+	sp.p = startMigrate(t, args...)
 	return sp
 }
 
@@ -192,6 +207,11 @@ func (s *soak) round(t *testing.T, n int, deadline time.Time) {
 		sp := s.start(t, name, table)
 		live, all = append(live, sp), append(all, sp)
 	}
+	var app *soakApp
+	if s.follow {
+		app = s.startApp(t, name, table)
+	}
+	var polled time.Time
 	done := false
 	nextFault := time.Now().Add(jitter(1500*time.Millisecond, 3*time.Second))
 	var undo func() // ends a fault in progress
@@ -210,17 +230,23 @@ func (s *soak) round(t *testing.T, n int, deadline time.Time) {
 				continue
 			}
 			code := sp.p.cmd.ProcessState.ExitCode()
-			if code == 0 {
+			if code == 0 && !s.follow { // following, an instance exits at the cutover
 				done = true
 				continue
 			}
-			if !sp.killed && code != 4 {
+			if !sp.killed && code != 4 && code != 0 {
 				t.Errorf("round %d: %s exited %d:\n%s", n, sp.name, code, tail(sp.p.stderr.String(), 20))
 			}
 			sp2 := s.start(t, name, table)
 			still, all = append(still, sp2), append(all, sp2)
 		}
 		live = still
+		// Following, a round goes on with faults after the copy (its
+		// stream's holder among their targets) for soakFollowRound.
+		if s.follow && time.Since(polled) > time.Second && time.Since(begin) > soakFollowRound {
+			polled = time.Now()
+			done = s.copyDone(t, name, table)
+		}
 		if done || undo != nil || time.Now().Before(nextFault) || time.Now().After(deadline) && n > 1 {
 			continue
 		}
@@ -237,13 +263,19 @@ func (s *soak) round(t *testing.T, n int, deadline time.Time) {
 		}
 	}
 	rd := soakRound{n: n, instances: len(all)}
+	if s.follow {
+		rd.stream = s.cutover(t, name, table, app)
+	}
 	for _, sp := range all {
 		select { // a soak's instance may live longer than processTimeout
 		case <-sp.p.done:
-		case <-time.After(5 * time.Minute):
-			t.Fatalf("round %d: %s still running 5 minutes after the round ended:\n%s", n, sp.name, tail(sp.p.stderr.String(), 20))
+		case <-time.After(soakExitWait):
+			t.Fatalf("round %d: %s still running %v after the round ended:\n%s", n, sp.name, soakExitWait, tail(sp.p.stderr.String(), 20))
 		}
 		r := result{code: sp.p.cmd.ProcessState.ExitCode(), stdout: sp.p.stdout.String(), stderr: sp.p.stderr.String()}
+		if dir := os.Getenv("MIGRATE_SOAK_LOGS"); dir != "" { // each instance's log, to read after a failure
+			_ = os.WriteFile(fmt.Sprintf("%s/r%d-%s.log", dir, n, sp.name), []byte(r.stderr), 0o644)
+		}
 		code := r.code
 		if sp.killed {
 			code = -9
@@ -289,6 +321,7 @@ func (s *soak) fault(t *testing.T, live []*soakProc) (func(), time.Time) {
 	kinds := []string{"kill", "pause", "short-pause", "partition", "redis-restart"}
 	kind := kinds[rand.IntN(len(kinds))]
 	s.faults[kind]++
+	t.Logf("%s: %s on %s", time.Now().UTC().Format("15:04:05.000"), kind, sp.name)
 	now := time.Now()
 	switch kind {
 	case "kill":
@@ -356,6 +389,9 @@ func (s *soak) report(elapsed time.Duration) string {
 	fmt.Fprintf(&b, "instance exits: %s\n", strings.Join(exits, ", "))
 	fmt.Fprintf(&b, "takeovers: %d; most rows replayed by one takeover: %d (batch %d); stale batches refused by the fence: %d; stale writes accepted: %d\n",
 		s.takeovers, s.maxReplayed, soakBatch, s.staleRejected, s.stale)
+	if s.follow {
+		s.reportStream(&b)
+	}
 	if len(s.rtos) > 0 {
 		r := slices.Clone(s.rtos)
 		slices.Sort(r)

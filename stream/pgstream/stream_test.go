@@ -370,3 +370,25 @@ func TestObjectName(t *testing.T) {
 		seen[got] = in
 	}
 }
+
+// TestCurrentCoversAsyncCommits: a transaction committed with
+// synchronous_commit off, whose WAL the server may not have written yet,
+// lies before Current: a cutover that waits for the stream to reach
+// Current waits for it.
+func TestCurrentCoversAsyncCommits(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE a (id int PRIMARY KEY, v text)`)
+	r := e.open(e.start([2]string{"public", "a"}))
+	for i := range 20 {
+		e.exec(fmt.Sprintf(`BEGIN; SET LOCAL synchronous_commit = off; INSERT INTO a VALUES (%d, repeat('x', 2000)); COMMIT`, i))
+		pos, err := e.c.Current(ctxT(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx := next(t, r)
+		if ok, err := e.c.Covers(pos, tx.End); err != nil || !ok {
+			t.Fatalf("commit %d: Current %s does not cover the transaction committed before it (end %s)", i, pos, tx.End)
+		}
+		r.Ack(tx.End)
+	}
+}
