@@ -23,10 +23,14 @@ bench:
 
 # The random-fault soak (cmd/migrate/soak_test.go): SOAK (default 10m) of
 # kills, pauses, partitions and Redis restarts on SOAK_ROWS (2,000,000) rows;
-# the report goes to soak-report.md. CI runs a 45s version with the tests.
+# the report goes to soak-report.md. FOLLOW=1 runs it under `run --follow`
+# with an application writing to the source and a cutover per round
+# (cmd/migrate/soak_follow_test.go). CI runs a 45s and a 30s version with
+# the tests.
 SOAK ?= 10m
 SOAK_ROWS ?= 2000000
+SOAK_TEST = $(if $(FOLLOW),TestSoakFollow,TestSoak)
 soak:
 	scripts/services.sh start >/dev/null
 	MIGRATE_SOAK=$(SOAK) MIGRATE_SOAK_ROWS=$(SOAK_ROWS) MIGRATE_SOAK_REPORT=$(CURDIR)/soak-report.md \
-		go test -count=1 -run '^TestSoak$$' -timeout 60m -v ./cmd/migrate/
+		go test -count=1 -run '^$(SOAK_TEST)$$' -timeout 60m -v ./cmd/migrate/
