@@ -109,6 +109,8 @@ type Capture interface {
 	// start's position when the slot is still there.
 	Start(ctx context.Context, tables [][2]string) (Pos, error)
 	// Open reads from pos on (the last position committed in the target).
+	// Its caller holds the stream's lease: a reader another instance left
+	// open at the source (frozen, or cut off from the target) is ended.
 	Open(ctx context.Context, pos Pos) (Reader, error)
 	// Retained is how much of the source's log is kept for this capture
 	// from pos (bytes; -1 unknown), and whether pos is still readable: a

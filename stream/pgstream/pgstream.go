@@ -242,15 +242,23 @@ func (c *Capture) Stop(ctx context.Context, keepSlot bool) error {
 	return nil
 }
 
+// terminateReader ends the walsender reading the slot, if any.
+func (c *Capture) terminateReader(ctx context.Context, db *sql.DB) error {
+	if _, err := db.ExecContext(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
+WHERE slot_name = $1 AND active_pid IS NOT NULL`, c.name); err != nil {
+		return fmt.Errorf("end the walsender reading the slot %s: %w (the user needs pg_signal_backend, or to be the role that reads it)", c.name, err)
+	}
+	return nil
+}
+
 // dropSlot drops the slot, terminating its walsender first when it is
 // active, and retrying while the walsender is still on its way out.
 func (c *Capture) dropSlot(ctx context.Context, db *sql.DB) error {
 	const wait = 30 * time.Second
 	deadline := time.Now().Add(wait)
 	for {
-		if _, err := db.ExecContext(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
-WHERE slot_name = $1 AND active_pid IS NOT NULL`, c.name); err != nil {
-			return fmt.Errorf("pgstream: stop: end the walsender reading the slot %s: %w (the user needs pg_signal_backend or superuser)", c.name, err)
+		if err := c.terminateReader(ctx, db); err != nil {
+			return fmt.Errorf("pgstream: stop: %w", err)
 		}
 		_, err := db.ExecContext(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`, c.name)
 		var pgErr *pgconn.PgError

@@ -79,7 +79,9 @@ var textFormats = map[string]string{
 
 // Open implements stream.Capture: START_REPLICATION on the plan's slot
 // from pos, with pgoutput's protocol version 1 and the plan's publication.
-// A slot that is missing or whose WAL was removed is stream.ErrGone.
+// A slot that is missing or whose WAL was removed is stream.ErrGone. A slot
+// another walsender reads is taken: that walsender is terminated (within
+// takeSlotWithin).
 func (c *Capture) Open(ctx context.Context, pos stream.Pos) (stream.Reader, error) {
 	start, err := pglogrepl.ParseLSN(string(pos))
 	if err != nil {
@@ -98,17 +100,36 @@ func (c *Capture) Open(ctx context.Context, pos stream.Pos) (stream.Reader, erro
 	for k, v := range textFormats {
 		cfg.RuntimeParams[k] = v
 	}
-	conn, err := pgconn.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("pgstream: open a replication connection to %s: %w; check the DSN and the credentials (the user also needs the REPLICATION attribute, and pg_hba.conf an entry allowing its replication connections)", c.dsn, err)
-	}
-	err = pglogrepl.StartReplication(ctx, conn, c.name, start, pglogrepl.StartReplicationOptions{
-		Mode:       pglogrepl.LogicalReplication,
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + c.name + "'"}, // [a-z0-9_] only
-	})
-	if err != nil {
+	var conn *pgconn.PgConn
+	for deadline := time.Now().Add(takeSlotWithin); ; {
+		conn, err = pgconn.ConnectConfig(ctx, cfg)
+		if err != nil {
+			return nil, fmt.Errorf("pgstream: open a replication connection to %s: %w; check the DSN and the credentials (the user also needs the REPLICATION attribute, and pg_hba.conf an entry allowing its replication connections)", c.dsn, err)
+		}
+		err = pglogrepl.StartReplication(ctx, conn, c.name, start, pglogrepl.StartReplicationOptions{
+			Mode:       pglogrepl.LogicalReplication,
+			PluginArgs: []string{"proto_version '1'", "publication_names '" + c.name + "'"}, // [a-z0-9_] only
+		})
+		if err == nil {
+			break
+		}
 		_ = conn.Close(context.Background())
-		return nil, c.startError(err)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) {
+			return nil, c.startError(err)
+		}
+		// The slot is read by another reader: an instance that held the
+		// stream before, frozen or cut off from the target (its applier
+		// is fenced). Its walsender would hold the slot until
+		// wal_sender_timeout; the caller holds the stream's lease now.
+		if err := c.endReader(ctx); err != nil {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond): // the walsender releases the slot as it exits
+		}
 	}
 	rctx, cancel := context.WithCancel(context.Background())
 	r := &Reader{
@@ -119,6 +140,20 @@ func (c *Capture) Open(ctx context.Context, pos stream.Pos) (stream.Reader, erro
 	r.acked.Store(uint64(start))
 	go r.run(rctx)
 	return r, nil
+}
+
+// takeSlotWithin bounds how long Open tries to take the slot from another
+// reader.
+const takeSlotWithin = 10 * time.Second
+
+// endReader terminates the walsender reading the slot, if any.
+func (c *Capture) endReader(ctx context.Context) error {
+	db, err := c.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	return c.terminateReader(ctx, db)
 }
 
 // startError explains START_REPLICATION's failure.

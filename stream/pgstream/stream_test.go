@@ -392,3 +392,22 @@ func TestCurrentCoversAsyncCommits(t *testing.T) {
 		r.Ack(tx.End)
 	}
 }
+
+// TestOpenTakesSlot: Open of a slot another reader holds (an instance
+// frozen while it applied the stream) ends that reader and reads on.
+func TestOpenTakesSlot(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE a (id int PRIMARY KEY)`)
+	pos := e.start([2]string{"public", "a"})
+	old := e.open(pos)
+	e.exec(`INSERT INTO a VALUES (1)`)
+	next(t, old)
+	r := e.open(pos)
+	e.exec(`INSERT INTO a VALUES (2)`)
+	if tx := next(t, r); fmt.Sprint(tx.Changes[0].New[0]) != "1" {
+		t.Fatalf("the new reader read %v first, want the change after pos (id 1)", tx.Changes[0].New)
+	}
+	if err := nextErr(ctxT(t), old); err == nil {
+		t.Fatal("the old reader reads on after its slot was taken")
+	}
+}
