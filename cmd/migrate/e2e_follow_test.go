@@ -190,8 +190,9 @@ func TestFollow_WriterDuringCopy(t *testing.T) {
 		w2.accounts, w2.nextOrder = w.accounts, w.nextOrder
 		poll(t, 90*time.Second, "the stream applying changes made after the source's restart", func() bool {
 			f.alive(t, zombie)
-			st := f.status(t)
-			return st.Stream != nil && st.Stream.Changes > wst.changes && w2.changes.Load() > 100
+			r := runMigrate(t, "status", "-p", f.plan, "--json") // it reads the source too: it may fail while the source recovers
+			var st followStatus
+			return r.code == 0 && decodeJSONOK(r.stdout, &st) && st.Stream != nil && st.Stream.Changes > wst.changes && w2.changes.Load() > 100
 		})
 
 		// 5. The application stops writing; the cutover.

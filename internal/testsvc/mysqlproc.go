@@ -118,6 +118,12 @@ func (s *MariaDBServer) Start() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		last = root.PingContext(ctx)
 		cancel()
+		if last == nil { // the socket answers; clients come over TCP
+			var c net.Conn
+			if c, last = net.DialTimeout("tcp", s.Addr(), 2*time.Second); last == nil {
+				_ = c.Close()
+			}
+		}
 		ready = last == nil
 	}
 	if !ready {
