@@ -4,7 +4,9 @@
 // partition or a delayed write through an in-process toxiproxy, a restart
 // of the lock service), waits for the plan to finish, verifies source against target and
 // reports the takeover's RTO against the prediction, the rows replayed, the
-// stale writes the target rejected and any it accepted.
+// stale writes the target rejected and any it accepted. The stream drills
+// do the same to the instance applying the change stream (run --follow)
+// while a writer changes the source, then cut over (stream.go).
 package drill
 
 import (
@@ -36,10 +38,14 @@ const (
 	LockRestart  Kind = "lock-restart"  // the lock service killed and restarted mid-copy, with its data and without
 	RedisRestart Kind = "redis-restart" // lock-restart's first name, from when the lock service was always Redis
 	LateWrite    Kind = "late-write"    // the holder's writes held by the proxy past the TTL, delivered after the takeover
+	// The change stream's applier (run --follow, a writer changing the
+	// source, a cutover at the end).
+	StreamKill  Kind = "stream-kill"  // SIGKILL of the instance applying the change stream
+	StreamPause Kind = "stream-pause" // SIGSTOP of it until a standby took the stream over, then SIGCONT
 )
 
 // Kinds lists every drill.
-var Kinds = []Kind{Kill, Pause, ShortPause, Partition, LockRestart, RedisRestart, LateWrite}
+var Kinds = []Kind{Kill, Pause, ShortPause, Partition, LockRestart, RedisRestart, LateWrite, StreamKill, StreamPause}
 
 // restartsLock reports whether the kind restarts the lock service.
 func (k Kind) restartsLock() bool { return k == LockRestart || k == RedisRestart }
@@ -62,6 +68,9 @@ type Options struct {
 	// table's copy lasts long enough for the fault.
 	HolderLatency time.Duration
 	Standbys      int // standby instances; default 1
+	// WriteRate is the stream drills' writer's pace, source transactions
+	// per second; default DefaultWriteRate.
+	WriteRate float64
 	// Persistence is lock-restart's: the lock service restarted with its
 	// data ("on"), without it ("off": a replacement that lost every lease
 	// and token counter), or "both" runs (default).
@@ -116,6 +125,12 @@ func (o *Options) defaults() error {
 	}
 	if !slices.Contains([]string{"on", "off", "both"}, o.Persistence) {
 		return fmt.Errorf("drill: persistence %q: want on, off or both", o.Persistence)
+	}
+	if o.WriteRate == 0 {
+		o.WriteRate = DefaultWriteRate
+	}
+	if o.WriteRate < 0 || o.WriteRate > 1000 {
+		return fmt.Errorf("drill: write rate %v: want 1 to 1000 transactions per second", o.WriteRate)
 	}
 	if o.HolderLatency < 0 {
 		return errors.New("drill: negative holder latency")
