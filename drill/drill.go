@@ -213,6 +213,16 @@ func prepare(ctx context.Context, o Options, tgt *target) error {
 	if len(st.Tables) > 0 {
 		dirt = append(dirt, fmt.Sprintf("the target holds %d checkpoints of plan %s", len(st.Tables), o.Plan.Name))
 	}
+	stream := st.Stream != nil
+	if stream {
+		dirt = append(dirt, fmt.Sprintf("the target holds the change stream of plan %s (%s)", o.Plan.Name, st.Stream.State))
+	}
+	if o.Kind.streams() && o.Plan.Source.Engine() == plans.Postgres && rd.Capture != nil {
+		if _, ok, err := rd.Capture.Retained(ctx, ""); err == nil && ok {
+			stream = true
+			dirt = append(dirt, fmt.Sprintf("the source keeps the replication slot of plan %s", o.Plan.Name))
+		}
+	}
 	n, units, err := rd.Remembered(ctx)
 	if err != nil {
 		return err
@@ -224,10 +234,21 @@ func prepare(ctx context.Context, o Options, tgt *target) error {
 		return nil
 	}
 	if !o.Reset {
-		return fmt.Errorf("%w: %s; a drill starts from an empty target: give --reset to drop the target tables and the plan's checkpoints, watermarks and leases",
+		return fmt.Errorf("%w: %s; a drill starts from an empty target: give --reset to drop the target tables and the plan's checkpoints, watermarks, change stream and leases",
 			ErrNotFresh, strings.Join(dirt, ", "))
 	}
-	o.Log.Warn("--reset: dropping the plan's target tables, checkpoints, watermarks and leases", "plan", o.Plan.Name, "found", strings.Join(dirt, ", "))
+	o.Log.Warn("--reset: dropping the plan's target tables, checkpoints, watermarks, change stream and leases", "plan", o.Plan.Name, "found", strings.Join(dirt, ", "))
+	if stream { // its slot dropped first: the new run starts a stream of its own
+		r, err := o.OpenRunner(ctx, o.Plan, runner.Options{Log: o.Log}, false)
+		if err != nil {
+			return err
+		}
+		err = r.Abandon(ctx)
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("abandon the change stream of plan %s: %w", o.Plan.Name, err)
+		}
+	}
 	for _, u := range units {
 		if err := rd.Locker.Forget(ctx, hold.Base(u)); err != nil {
 			return fmt.Errorf("lock %s: %w", rd.Locker, err)

@@ -38,6 +38,21 @@ func TestDrill_Stream(t *testing.T) {
 				requireKeys(t, "drills[0].stream.writer", st["writer"], "transactions", "changes", "inserts", "updates", "deletes", "max_tx_changes", "failures")
 				requireKeys(t, "drills[0].stream.cutover", st["cutover"], "source_pos", "applied_pos", "catch_up_ms", "verify_ms", "write_freeze_ms", "verify", "slot_dropped")
 				checkStreamDrill(t, e, kind, res.Drills[0])
+				if kind != "stream-kill" {
+					return
+				}
+				// The plan has a stream now (stopped by the cutover): a
+				// second drill is refused until --reset, which abandons
+				// it and forgets its rows, so the next holder starts a
+				// stream of its own.
+				r = runMigrate(t, "drill", "-p", plan, kind, "--json")
+				wantCode(t, r, 2)
+				if !strings.Contains(r.stdout, "change stream") || !strings.Contains(r.stdout, "--reset") {
+					t.Errorf("a second stream drill: want exit 2 naming the change stream and --reset\n%s", r)
+				}
+				r, res = runDrill(t, plan, kind, "--reset")
+				wantPass(t, r, res)
+				checkStreamDrill(t, e, kind, res.Drills[0])
 			})
 		})
 	}
