@@ -61,7 +61,8 @@ type Options struct {
 	PlanArgs []string
 	Binary   string // the migrate binary; default os.Executable()
 	// FaultAfter is how many rows the holder must have committed before
-	// the fault; default three batches.
+	// the fault; default three batches. The stream drills strike once the
+	// stream has applied changes instead.
 	FaultAfter int64
 	// HolderLatency slows the holder: every response of the target to it
 	// comes this much later (a latency toxic on its proxy), so that a small

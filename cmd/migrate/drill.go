@@ -21,7 +21,7 @@ func drillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var pf planFlags
 	pf.register(fs)
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
-	rows := fs.Int64("rows", 0, "inject the fault once the holder has committed this many rows (default: 3 batches)")
+	rows := fs.Int64("rows", 0, "inject the fault once the holder has committed this many rows (default: 3 batches; the stream drills strike once the stream has applied changes)")
 	latency := fs.Duration("holder-latency", 0, "delay every target response to the holder by this much, so that a small table's copy lasts long enough for the fault, e.g. 20ms")
 	standbys := fs.Int("standbys", 1, "standby instances")
 	writeRate := fs.Float64("write-rate", drill.DefaultWriteRate, "stream-kill, stream-pause: the writer's transactions per second at the source")
