@@ -328,7 +328,7 @@ func (d *drill) takeoverSeen(ctx context.Context) error {
 				delete(d.tokens, k) // the holder finished it before the fault
 				continue
 			}
-			if ok && t.Watermark > tok && !strings.HasPrefix(t.Holder, holderName+"-") {
+			if ok && t.Watermark > tok && label(t.Holder) != d.holder.name {
 				n++
 			}
 		}
@@ -352,6 +352,10 @@ func (d *drill) inject(ctx context.Context) (err error) {
 	d.log.Info("injecting the fault", "rows", d.rep.FaultAtRows)
 	switch d.o.Kind {
 	case StreamKill, StreamPause:
+		if err = d.streamHolderNow(ctx); err != nil {
+			return err
+		}
+		d.faultAt = time.Now()
 		if st, _ := d.w.latest(); st != nil {
 			d.heldShards(st)
 		}

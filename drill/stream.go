@@ -119,6 +119,48 @@ func (d *drill) heldShards(st *status.Status) {
 	}
 }
 
+// streamHolderNow makes the instance that holds the stream's lease now
+// the one the fault strikes: the holder, or a standby when the stream
+// changed hands before the fault (the holder's applier failed and gave its
+// lease back, or lost it); the holder then stands by instead, and the
+// report lists the instance struck first.
+func (d *drill) streamHolderNow(ctx context.Context) error {
+	var l status.LeaseStatus
+	var c *child
+	err := d.w.waitFor(ctx, 5*d.plan.LeaseTTL+30*time.Second, "an instance holding the change stream", func(st *status.Status) bool {
+		var ok bool
+		if l, ok = streamLease(st); ok {
+			c = d.child(label(l.Owner))
+		}
+		return c != nil && !c.exited()
+	})
+	if err != nil || c == d.holder {
+		d.streamTok = l.Token
+		return err
+	}
+	last := d.holder.stderr.matching(apply.Unit(d.plan.Name).String())
+	d.log.Warn("the change stream changed hands before the fault: the fault strikes the instance holding it", "instance", c.name,
+		"token", l.Token, "instead_of", d.holder.name, "its_last_line_of_the_stream", strings.Join(last[max(0, len(last)-1):], ""))
+	for i, s := range d.standbys {
+		if s == c {
+			d.standbys[i] = d.holder
+		}
+	}
+	d.holder.role, c.role = "standby", "holder"
+	d.holder, d.owner, d.streamTok = c, l.Owner, l.Token
+	return nil
+}
+
+// child is the instance named name, nil if none.
+func (d *drill) child(name string) *child {
+	for _, c := range d.children() {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
 // streamFault kills or stops the stream's holder, and waits for a standby
 // to take the stream (and any shard the holder held) over; a stopped
 // holder is woken after that, and the lease TTL at least.
@@ -142,7 +184,7 @@ func (d *drill) streamFault(ctx context.Context) error {
 // watermark above the holder's token.
 func (d *drill) streamTaken() bool {
 	s, ok := d.w.lastStream()
-	return ok && s.token > d.streamTok && !strings.HasPrefix(s.owner, holderName+"-")
+	return ok && s.token > d.streamTok && label(s.owner) != d.holder.name
 }
 
 // cutover waits until the copy is done and the successor has applied

@@ -42,6 +42,10 @@ func TestReport_evaluateStream(t *testing.T) {
 		{"slot left", func(r *Report) { r.Stream.SlotLeft = true }, "no replication slot left"},
 		{"many rows overwritten by the copy", func(r *Report) { r.ReplayedRows = 5000 }, ""},
 		{"a takeover replaying two batches", func(r *Report) { r.Takeovers[0].ReplayedRows = 1001 }, "at most one batch replayed"},
+		{"the stream changed hands before the fault: drill-b struck", func(r *Report) {
+			r.Instances[0].Name, r.Instances[1].Name, r.Stream.Successor = "drill-b", "drill-a", "drill-a"
+		}, ""},
+		{"the successor is the instance struck", func(r *Report) { r.Stream.Successor = "drill-a" }, "stream taken over"},
 		{"paused holder fenced", func(r *Report) { r.Kind, r.Instances[0].Killed, r.Instances[0].Exit = StreamPause, false, 4 }, ""},
 		{"paused holder went on until the cutover", func(r *Report) { r.Kind, r.Instances[0].Killed, r.Instances[0].Exit = StreamPause, false, 0 }, ""},
 		{"paused holder failed", func(r *Report) { r.Kind, r.Instances[0].Killed, r.Instances[0].Exit = StreamPause, false, 1 }, "holder exit"},

@@ -82,11 +82,12 @@ func (r *Report) checkStream(add addFunc) {
 // holder, and every shard the holder was copying.
 func (r *Report) checkStreamTakeover(add addFunc) {
 	s := r.Stream
-	ok := s != nil && s.HolderToken > 0 && s.SuccessorToken > s.HolderToken && !strings.HasPrefix(s.Successor, holderName)
+	h := r.holder().Name
+	ok := s != nil && s.HolderToken > 0 && s.SuccessorToken > s.HolderToken && s.Successor != "" && s.Successor != h
 	detail := "no takeover of the stream seen"
 	if s != nil {
 		detail = fmt.Sprintf("token %d of %s -> %d of %s: opened the stream %dms after the fault (predicted takeover %dms), claim seen after %dms",
-			s.HolderToken, holderName, s.SuccessorToken, s.Successor, s.RtoMs, r.PredictedRtoMs, s.HandoverMs)
+			s.HolderToken, h, s.SuccessorToken, s.Successor, s.RtoMs, r.PredictedRtoMs, s.HandoverMs)
 	}
 	add("stream taken over", ok, "%s", detail)
 	ok, parts := true, []string{}
