@@ -300,6 +300,9 @@ func (d *drill) waitStandbys(ctx context.Context) error {
 				d.log.Warn("no standby logged that it waits for a lease; going on", "standby", c.name, "after", standbyGrace)
 				return nil
 			}
+			if d.o.Kind.streams() && d.streamMoved() {
+				return nil // a standby holds the stream: the holder waits for it now
+			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

@@ -36,6 +36,9 @@ func (k Kind) streams() bool { return k == StreamKill || k == StreamPause }
 // transactions per second.
 const DefaultWriteRate = 20
 
+// cutoverTimeout bounds the cutover's wait for the stream to catch up.
+const cutoverTimeout = time.Minute
+
 // appliedLog is what an applier logs when it opens the stream at the
 // committed position (runner), with from= and token=.
 const appliedLog = `msg="applying the change stream"`
@@ -151,6 +154,17 @@ func (d *drill) streamHolderNow(ctx context.Context) error {
 	return nil
 }
 
+// streamMoved reports whether the last sample shows the stream's lease
+// held by another instance than the holder.
+func (d *drill) streamMoved() bool {
+	st, _ := d.w.latest()
+	if st == nil {
+		return false
+	}
+	l, ok := streamLease(st)
+	return ok && label(l.Owner) != d.holder.name
+}
+
 // child is the instance named name, nil if none.
 func (d *drill) child(name string) *child {
 	for _, c := range d.children() {
@@ -218,7 +232,7 @@ func (d *drill) cutover(ctx context.Context) error {
 		return err
 	}
 	defer r.Close()
-	c, err := r.Cutover(ctx, runner.CutoverOptions{Timeout: 2 * time.Minute})
+	c, err := r.Cutover(ctx, runner.CutoverOptions{Timeout: cutoverTimeout})
 	if c != nil && c.SourcePos != "" {
 		d.rep.Stream.Cutover = c
 	}

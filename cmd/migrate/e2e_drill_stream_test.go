@@ -26,9 +26,17 @@ func TestDrill_Stream(t *testing.T) {
 				e.leaseTTL, e.batchSize = "2s", 200
 				seedBig(t, e, "big", streamDrillRows)
 				plan := e.plan(t, planTable{name: "big", key: []string{"id"}, shards: 1})
-				abandonOnCleanup(t, e, plan) // should the drill itself leave a slot
-				r, res := runDrill(t, plan, kind)
+				abandonOnCleanup(t, e, plan)            // should the drill itself leave a slot
+				r, res := runDrill(t, plan, kind, "-v") // the instances' logs, shown should it fail
 				wantPass(t, r, res)
+				if strings.Contains(r.stderr, "changed hands") {
+					// Why the holder gave the stream up: its lines of the stream.
+					for l := range strings.SplitSeq(r.stderr, "\n") {
+						if strings.Contains(l, "changed hands") || strings.HasPrefix(l, "[drill-a]") && strings.Contains(l, "_stream") {
+							t.Log(l)
+						}
+					}
+				}
 				var raw map[string]any
 				decodeJSON(t, r, &raw)
 				d0 := requireList(t, "drill --json", raw, "drills")[0].(map[string]any)
@@ -50,7 +58,7 @@ func TestDrill_Stream(t *testing.T) {
 				if !strings.Contains(r.stdout, "change stream") || !strings.Contains(r.stdout, "--reset") {
 					t.Errorf("a second stream drill: want exit 2 naming the change stream and --reset\n%s", r)
 				}
-				r, res = runDrill(t, plan, kind, "--reset")
+				r, res = runDrill(t, plan, kind, "--reset", "-v")
 				wantPass(t, r, res)
 				checkStreamDrill(t, e, kind, res.Drills[0])
 			})
