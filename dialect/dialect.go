@@ -362,8 +362,8 @@ type Checkpoint interface {
 }
 
 // Drill is the statements of `migrate drill` (package drill): counting what
-// an old holder may have left behind in a shard, and resetting a drill's
-// target.
+// an old holder may have left behind in a shard, resetting a drill's
+// target, and the writes of the stream drills' writer to the source.
 type Drill interface {
 	// DrillCount yields (rows, older) of a target table for `migrate
 	// drill`: the rows within the shard range r — only those whose key is
@@ -371,9 +371,16 @@ type Drill interface {
 	// below a given one in the fence column. The logical values are the
 	// key's parts, then lo, then hi, then the token.
 	DrillCount(table, key []string, fence string, after bool, r Range) Query
-	// DrillForget deletes a plan's checkpoint, watermark, post-load, takeover and progress rows (a
-	// drill's --reset); each statement takes the plan as its one arg.
+	// DrillForget deletes a plan's checkpoint, watermark, post-load,
+	// takeover, progress and change stream rows (a drill's --reset); each
+	// statement takes the plan as its one arg.
 	DrillForget() []string
+	// DrillInsert inserts one row of cols into a source table: the stream
+	// drills' writer. The values are cols' in order.
+	DrillInsert(table, cols []string) string
+	// DrillUpdate sets cols of the row with a key: the values are cols'
+	// in order, then the key's parts.
+	DrillUpdate(table, cols, key []string) string
 }
 
 // Detector is a dialect that refines itself once connected, from the

@@ -276,6 +276,8 @@ var drillCases = []goldenCase{
 		return b.String()
 	}},
 	{"DrillForget", "", func(d Dialect, _ fixture) string { return stmts(d.DrillForget()) }},
+	{"DrillInsert", "", func(d Dialect, _ fixture) string { return d.DrillInsert(gQual, gCols) }},
+	{"DrillUpdate", "composite key", func(d Dialect, _ fixture) string { return d.DrillUpdate(gQual, []string{"amount"}, gKey2) }},
 	{"TakeoverAdd", "", func(d Dialect, _ fixture) string { return d.TakeoverAdd() }},
 	{"TakeoverNote", "", func(d Dialect, _ fixture) string { return d.TakeoverNote() }},
 	{"TakeoverPrune", "", func(d Dialect, _ fixture) string { return d.TakeoverPrune() }},

@@ -17,5 +17,17 @@ func (m MySQL) DrillForget() []string {
 		"DELETE FROM " + m.Quote(PostLoadTable) + " WHERE plan = ?",
 		"DELETE FROM " + m.Quote(TakeoverTable) + " WHERE plan = ?",
 		"DELETE FROM " + m.Quote(ProgressTable) + " WHERE plan = ?",
+		"DELETE FROM " + m.Quote(StreamTable) + " WHERE plan = ?",
+		"DELETE FROM " + m.Quote(StreamTableTable) + " WHERE plan = ?",
 	}
+}
+
+// DrillInsert implements Dialect.
+func (m MySQL) DrillInsert(table, cols []string) string {
+	return drillInsert(m, table, cols, func(int) string { return "?" })
+}
+
+// DrillUpdate implements Dialect.
+func (m MySQL) DrillUpdate(table, cols, key []string) string {
+	return drillUpdate(m, table, cols, key, func(int) string { return "?" })
 }

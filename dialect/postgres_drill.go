@@ -21,5 +21,17 @@ func (p Postgres) DrillForget() []string {
 		"DELETE FROM " + p.Quote(PostLoadTable) + " WHERE plan = $1",
 		"DELETE FROM " + p.Quote(TakeoverTable) + " WHERE plan = $1",
 		"DELETE FROM " + p.Quote(ProgressTable) + " WHERE plan = $1",
+		"DELETE FROM " + p.Quote(StreamTable) + " WHERE plan = $1",
+		"DELETE FROM " + p.Quote(StreamTableTable) + " WHERE plan = $1",
 	}
+}
+
+// DrillInsert implements Dialect.
+func (p Postgres) DrillInsert(table, cols []string) string {
+	return drillInsert(p, table, cols, func(i int) string { return "$" + strconv.Itoa(i) })
+}
+
+// DrillUpdate implements Dialect.
+func (p Postgres) DrillUpdate(table, cols, key []string) string {
+	return drillUpdate(p, table, cols, key, func(i int) string { return "$" + strconv.Itoa(i) })
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -146,17 +147,22 @@ func (l *lineLog) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// count returns how many lines contain s.
-func (l *lineLog) count(s string) int {
+// count returns how many lines contain every one of subs.
+func (l *lineLog) count(subs ...string) int {
+	return len(l.matching(subs...))
+}
+
+// matching returns the lines that contain every one of subs.
+func (l *lineLog) matching(subs ...string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	n := 0
+	var out []string
 	for _, line := range l.lines {
-		if strings.Contains(line, s) {
-			n++
+		if !slices.ContainsFunc(subs, func(s string) bool { return !strings.Contains(line, s) }) {
+			out = append(out, line)
 		}
 	}
-	return n
+	return out
 }
 
 // tail returns the last n lines.

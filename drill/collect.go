@@ -1,10 +1,14 @@
 package drill
 
 import (
+	"cmp"
 	"context"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/migrate-dev/migrate/cursor"
+	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/runner"
 )
 
@@ -44,8 +48,15 @@ func (d *drill) collect(ctx context.Context) {
 	if err := d.outcomes(ctx); err != nil {
 		rep.Error = strings.TrimPrefix(rep.Error+"; ", "; ") + err.Error()
 	}
-	d.verify(ctx)
+	if s := rep.Stream; s != nil && s.Cutover != nil && s.Cutover.Verify != nil {
+		rep.Verify = s.Cutover.Verify // the cutover's, with the writes stopped
+	} else {
+		d.verify(ctx)
+	}
 	d.rep.HandoverMs = d.handover()
+	if rep.Stream != nil {
+		d.collectStream(ctx)
+	}
 	if d.o.Kind == LateWrite && d.late.Chunks > 0 {
 		rep.LateWrite = &Late{HeldBytes: d.late.Bytes, HeldChunks: d.late.Chunks,
 			HeldMs: d.late.Released.Sub(d.late.First).Milliseconds(), DeliveredAfterTakeoverMs: -1}
@@ -92,11 +103,13 @@ func (d *drill) outcomes(ctx context.Context) error {
 		return nil
 	}
 	holder := d.rep.holder().report
-	for _, sk := range d.shards() {
-		tok, ok := d.tokens[sk]
-		if !ok {
-			continue
-		}
+	// The shards the holder held at the fault, in the plan's order (a
+	// plan's shards: auto are known from the checkpoints only).
+	held := slices.SortedFunc(maps.Keys(d.tokens), func(a, b shardKey) int {
+		return cmp.Or(cmp.Compare(d.tableOrder(a.table), d.tableOrder(b.table)), cmp.Compare(a.shard, b.shard))
+	})
+	for _, sk := range held {
+		tok := d.tokens[sk]
 		o := ShardOutcome{Table: sk.table, Shard: sk.shard, HolderToken: tok, HolderRows: -1}
 		for _, t := range st.Tables {
 			if t.Table == sk.table && t.Shard == sk.shard {
@@ -160,6 +173,15 @@ func (d *drill) stale(ctx context.Context, o *ShardOutcome) error {
 		if err != nil {
 			return err
 		}
+		if d.o.Kind.streams() {
+			// The rows the change stream wrote carry token 0: no
+			// holder's, and newer than the copy's.
+			_, applied, err := d.tgt.count(ctx, tb, r, after, 1)
+			if err != nil {
+				return err
+			}
+			older -= applied
+		}
 		o.StaleAfterResume += older
 	}
 	return nil
@@ -176,4 +198,9 @@ func (d *drill) verify(ctx context.Context) {
 		d.rep.Verify = nil
 		d.rep.Error = strings.TrimPrefix(d.rep.Error+"; ", "; ") + "verification: " + err.Error()
 	}
+}
+
+// tableOrder is the position of a table in the plan.
+func (d *drill) tableOrder(name string) int {
+	return slices.IndexFunc(d.plan.Tables, func(t plans.Table) bool { return t.Name == name })
 }

@@ -4,7 +4,9 @@
 // partition or a delayed write through an in-process toxiproxy, a restart
 // of the lock service), waits for the plan to finish, verifies source against target and
 // reports the takeover's RTO against the prediction, the rows replayed, the
-// stale writes the target rejected and any it accepted.
+// stale writes the target rejected and any it accepted. The stream drills
+// do the same to the instance applying the change stream (run --follow)
+// while a writer changes the source, then cut over (stream.go).
 package drill
 
 import (
@@ -36,10 +38,14 @@ const (
 	LockRestart  Kind = "lock-restart"  // the lock service killed and restarted mid-copy, with its data and without
 	RedisRestart Kind = "redis-restart" // lock-restart's first name, from when the lock service was always Redis
 	LateWrite    Kind = "late-write"    // the holder's writes held by the proxy past the TTL, delivered after the takeover
+	// The change stream's applier (run --follow, a writer changing the
+	// source, a cutover at the end).
+	StreamKill  Kind = "stream-kill"  // SIGKILL of the instance applying the change stream
+	StreamPause Kind = "stream-pause" // SIGSTOP of it until a standby took the stream over, then SIGCONT
 )
 
 // Kinds lists every drill.
-var Kinds = []Kind{Kill, Pause, ShortPause, Partition, LockRestart, RedisRestart, LateWrite}
+var Kinds = []Kind{Kill, Pause, ShortPause, Partition, LockRestart, RedisRestart, LateWrite, StreamKill, StreamPause}
 
 // restartsLock reports whether the kind restarts the lock service.
 func (k Kind) restartsLock() bool { return k == LockRestart || k == RedisRestart }
@@ -55,13 +61,17 @@ type Options struct {
 	PlanArgs []string
 	Binary   string // the migrate binary; default os.Executable()
 	// FaultAfter is how many rows the holder must have committed before
-	// the fault; default three batches.
+	// the fault; default three batches. The stream drills strike once the
+	// stream has applied changes instead.
 	FaultAfter int64
 	// HolderLatency slows the holder: every response of the target to it
 	// comes this much later (a latency toxic on its proxy), so that a small
 	// table's copy lasts long enough for the fault.
 	HolderLatency time.Duration
 	Standbys      int // standby instances; default 1
+	// WriteRate is the stream drills' writer's pace, source transactions
+	// per second; default DefaultWriteRate.
+	WriteRate float64
 	// Persistence is lock-restart's: the lock service restarted with its
 	// data ("on"), without it ("off": a replacement that lost every lease
 	// and token counter), or "both" runs (default).
@@ -116,6 +126,12 @@ func (o *Options) defaults() error {
 	}
 	if !slices.Contains([]string{"on", "off", "both"}, o.Persistence) {
 		return fmt.Errorf("drill: persistence %q: want on, off or both", o.Persistence)
+	}
+	if o.WriteRate == 0 {
+		o.WriteRate = DefaultWriteRate
+	}
+	if o.WriteRate < 0 || o.WriteRate > 1000 {
+		return fmt.Errorf("drill: write rate %v: want 1 to 1000 transactions per second", o.WriteRate)
 	}
 	if o.HolderLatency < 0 {
 		return errors.New("drill: negative holder latency")
@@ -198,6 +214,16 @@ func prepare(ctx context.Context, o Options, tgt *target) error {
 	if len(st.Tables) > 0 {
 		dirt = append(dirt, fmt.Sprintf("the target holds %d checkpoints of plan %s", len(st.Tables), o.Plan.Name))
 	}
+	stream := st.Stream != nil
+	if stream {
+		dirt = append(dirt, fmt.Sprintf("the target holds the change stream of plan %s (%s)", o.Plan.Name, st.Stream.State))
+	}
+	if o.Kind.streams() && o.Plan.Source.Engine() == plans.Postgres && rd.Capture != nil {
+		if _, ok, err := rd.Capture.Retained(ctx, ""); err == nil && ok {
+			stream = true
+			dirt = append(dirt, fmt.Sprintf("the source keeps the replication slot of plan %s", o.Plan.Name))
+		}
+	}
 	n, units, err := rd.Remembered(ctx)
 	if err != nil {
 		return err
@@ -209,10 +235,21 @@ func prepare(ctx context.Context, o Options, tgt *target) error {
 		return nil
 	}
 	if !o.Reset {
-		return fmt.Errorf("%w: %s; a drill starts from an empty target: give --reset to drop the target tables and the plan's checkpoints, watermarks and leases",
+		return fmt.Errorf("%w: %s; a drill starts from an empty target: give --reset to drop the target tables and the plan's checkpoints, watermarks, change stream and leases",
 			ErrNotFresh, strings.Join(dirt, ", "))
 	}
-	o.Log.Warn("--reset: dropping the plan's target tables, checkpoints, watermarks and leases", "plan", o.Plan.Name, "found", strings.Join(dirt, ", "))
+	o.Log.Warn("--reset: dropping the plan's target tables, checkpoints, watermarks, change stream and leases", "plan", o.Plan.Name, "found", strings.Join(dirt, ", "))
+	if stream { // its slot dropped first: the new run starts a stream of its own
+		r, err := o.OpenRunner(ctx, o.Plan, runner.Options{Log: o.Log}, false)
+		if err != nil {
+			return err
+		}
+		err = r.Abandon(ctx)
+		r.Close()
+		if err != nil {
+			return fmt.Errorf("abandon the change stream of plan %s: %w", o.Plan.Name, err)
+		}
+	}
 	for _, u := range units {
 		if err := rd.Locker.Forget(ctx, hold.Base(u)); err != nil {
 			return fmt.Errorf("lock %s: %w", rd.Locker, err)

@@ -40,7 +40,8 @@ type Report struct {
 	Instances []Instance `json:"instances"` // the holder first, then the standbys
 	Takeovers []Takeover `json:"takeovers"` // from every instance's run --json
 
-	// RtoMs is the longest takeover's rto_ms; PredictedRtoMs is the runner's
+	// RtoMs is the longest takeover's rto_ms (the stream's included);
+	// PredictedRtoMs is the runner's
 	// prediction on the plan's lock service (SPEC §6): TTL + TTL/10 for
 	// Redis, a database and ZooKeeper, TTL + 500ms for etcd.
 	RtoMs          int64 `json:"rto_ms"`
@@ -60,8 +61,9 @@ type Report struct {
 
 	Shards    []ShardOutcome       `json:"shards"`
 	LateWrite *Late                `json:"late_write,omitempty"`
-	History   []Event              `json:"history"` // lease and watermark changes seen
-	Verify    *runner.Verification `json:"verify"`  // the final migrate verify; null when it failed to run
+	Stream    *StreamReport        `json:"stream,omitempty"` // the stream drills
+	History   []Event              `json:"history"`          // lease and watermark changes seen
+	Verify    *runner.Verification `json:"verify"`           // the final migrate verify; null when it failed to run
 	Checks    []Check              `json:"checks"`
 	Pass      bool                 `json:"pass"`
 	Error     string               `json:"error,omitempty"` // what went wrong while driving the drill
@@ -174,11 +176,21 @@ func (r *Report) evaluate() {
 	for _, t := range r.Takeovers {
 		worst = max(worst, t.ReplayedRows)
 	}
-	add("at most one batch replayed", worst <= int64(r.BatchSize) && r.ReplayedRows <= int64(r.BatchSize*max(handovers, 1)),
-		"%d rows replayed in all (%d batches), at most %d by one takeover; batch size %d", r.ReplayedRows, r.ReplayedBatches, worst, r.BatchSize)
+	if r.Kind.streams() {
+		// The copy also counts the rows the stream wrote before it
+		// reached them: only a takeover's own replay is bounded.
+		add("at most one batch replayed", worst <= int64(r.BatchSize),
+			"at most %d rows by one takeover; batch size %d (%d rows overwritten in all, with those the stream wrote ahead of the copy)", worst, r.BatchSize, r.ReplayedRows)
+	} else {
+		add("at most one batch replayed", worst <= int64(r.BatchSize) && r.ReplayedRows <= int64(r.BatchSize*max(handovers, 1)),
+			"%d rows replayed in all (%d batches), at most %d by one takeover; batch size %d", r.ReplayedRows, r.ReplayedBatches, worst, r.BatchSize)
+	}
 
 	r.checkTakeovers(add)
 	r.checkExits(add)
+	if r.Kind.streams() {
+		r.checkStream(add)
+	}
 	r.checkWriters(add)
 	r.checkHistory(add)
 	if r.Kind == LateWrite {
@@ -201,6 +213,8 @@ type addFunc func(name string, ok bool, format string, args ...any)
 // checkTakeovers checks the takeovers the kind implies.
 func (r *Report) checkTakeovers(add addFunc) {
 	switch {
+	case r.Kind.streams():
+		r.checkStreamTakeover(add)
 	case r.Kind == ShortPause:
 		add("no takeover", len(r.Takeovers) == 0 && r.handedOver() == 0, "%d takeovers, %d shards changed hands", len(r.Takeovers), r.handedOver())
 	case r.Kind.restartsLock():
@@ -246,8 +260,13 @@ func (r *Report) checkExits(add addFunc) {
 	h := r.holder()
 	var want []int
 	switch {
-	case r.Kind == Kill:
+	case r.Kind == Kill || r.Kind == StreamKill:
 		add("holder killed", h.Killed && h.Exit == -1, "exit %d", h.Exit)
+	case r.Kind == StreamPause:
+		// Woken, it finds its lease gone and a successor in the target
+		// (exit 4: fenced, its transaction refused if it had one in
+		// flight), or goes on as a standby until the cutover (0).
+		want = []int{4, 0}
 	case r.Kind == ShortPause:
 		want = []int{0}
 	case r.Kind.restartsLock():
@@ -259,7 +278,11 @@ func (r *Report) checkExits(add addFunc) {
 		want = []int{4}
 	}
 	if want != nil {
-		add("holder exit", !h.Killed && slices.Contains(want, h.Exit), "exit %d, want %s", h.Exit, codes(want))
+		detail := fmt.Sprintf("exit %d, want %s", h.Exit, codes(want))
+		if r.Stream != nil {
+			detail += fmt.Sprintf("; its stale applier transactions refused: %d", r.Stream.StaleRefused)
+		}
+		add("holder exit", !h.Killed && slices.Contains(want, h.Exit), "%s", detail)
 	}
 	ok, parts := true, []string{}
 	for _, s := range r.Instances[1:] {

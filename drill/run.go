@@ -15,6 +15,7 @@ import (
 	"github.com/migrate-dev/migrate/internal/svcproc"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/status"
+	"github.com/migrate-dev/migrate/stream/apply"
 )
 
 // Instance labels: the holder is drill-a, the standbys drill-b, drill-c, …
@@ -54,6 +55,9 @@ type drill struct {
 	taken    time.Time          // when the takeover was seen
 	faultAt  time.Time
 	late     netfault.Held
+	// the stream drills'
+	wr        *writer // the source's writer
+	streamTok int64   // the holder's token on the stream at the fault
 }
 
 // runOne runs one drill; persistence is "on" or "off" for lock-restart.
@@ -63,6 +67,9 @@ func runOne(ctx context.Context, o Options, tgt *target, persistence string) Rep
 		log: o.Log.With("drill", string(o.Kind)+map[string]string{"": "", "on": "/persistent", "off": "/volatile"}[persistence]),
 		rep: &Report{Kind: o.Kind, Persistence: persistence, TTLMs: ttl.Milliseconds(), BatchSize: o.Plan.BatchSize,
 			Instances: []Instance{}, Takeovers: []Takeover{}, Shards: []ShardOutcome{}, History: []Event{}}}
+	if o.Kind.streams() {
+		d.rep.Stream = &StreamReport{}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer d.close()
@@ -72,6 +79,9 @@ func runOne(ctx context.Context, o Options, tgt *target, persistence string) Rep
 		d.log.Error("drill failed", "err", err)
 		for _, c := range d.children() {
 			c.wait(ctx, time.Millisecond) // stop what is left
+		}
+		if o.Kind.streams() && d.holder != nil {
+			d.abandon(ctx)
 		}
 	}
 	d.collect(ctx)
@@ -93,6 +103,9 @@ func (d *drill) children() []*child {
 }
 
 func (d *drill) close() {
+	if d.wr != nil {
+		d.wr.stop()
+	}
 	for _, c := range d.children() {
 		if !c.exited() {
 			c.wait(context.Background(), time.Millisecond)
@@ -129,20 +142,28 @@ func (d *drill) drive(ctx context.Context, persistence string) error {
 	}
 	d.rep.PredictedRtoMs = d.status.PredictedRTO().Milliseconds()
 	d.w = newWatcher(d.status, d.plan.LeaseTTL, d.start, d.log)
+	if d.o.Kind.streams() {
+		d.w.mark = d.streamMark
+	}
 	wctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go d.w.run(wctx)
 
 	d.log.Info("starting the holder", "instance", holderName, "target_proxy", d.tproxy.Addr(), "lock_proxy", d.lproxy.Addr(), "holder_latency", d.o.HolderLatency)
-	if d.holder, err = startChild(ctx, d.o.Binary, holderName, "holder", d.o.PlanArgs, holderEnv, d.o.ChildLog); err != nil {
+	if d.holder, err = startChild(ctx, d.o.Binary, holderName, "holder", d.childArgs(), holderEnv, d.o.ChildLog); err != nil {
 		return fmt.Errorf("drill: start the holder: %w", err)
 	}
-	if err := d.waitHolder(ctx); err != nil {
+	if d.o.Kind.streams() {
+		err = errors.Join(d.startWriter(ctx), d.waitStreamHolder(ctx))
+	} else {
+		err = d.waitHolder(ctx)
+	}
+	if err != nil {
 		return err
 	}
 	for i := range d.o.Standbys {
 		name := fmt.Sprintf("drill-%c", 'b'+i)
-		c, err := startChild(ctx, d.o.Binary, name, "standby", d.o.PlanArgs, env, d.o.ChildLog)
+		c, err := startChild(ctx, d.o.Binary, name, "standby", d.childArgs(), env, d.o.ChildLog)
 		if err != nil {
 			return fmt.Errorf("drill: start standby %s: %w", name, err)
 		}
@@ -153,6 +174,12 @@ func (d *drill) drive(ctx context.Context, persistence string) error {
 	}
 	if err := d.inject(ctx); err != nil {
 		return err
+	}
+	if d.o.Kind.streams() {
+		if err := d.cutover(ctx); err != nil {
+			return err
+		}
+		return d.finishStream(ctx)
 	}
 	return d.finish(ctx)
 }
@@ -258,8 +285,12 @@ func (d *drill) waitHolder(ctx context.Context) error {
 // standbyGrace.
 func (d *drill) waitStandbys(ctx context.Context) error {
 	deadline := time.Now().Add(standbyGrace)
+	want, of := len(d.shards()), []string{standbyLog}
+	if d.o.Kind.streams() { // the stream's standby; the copy may be done
+		want, of = 1, append(of, apply.Unit(d.plan.Name).String())
+	}
 	for _, c := range d.standbys {
-		for c.stderr.count(standbyLog) < len(d.shards()) {
+		for c.stderr.count(of...) < want {
 			for _, x := range d.children() {
 				if x.exited() {
 					return fmt.Errorf("drill: waiting for the standbys: %w", errAborted{x})
@@ -268,6 +299,9 @@ func (d *drill) waitStandbys(ctx context.Context) error {
 			if time.Now().After(deadline) {
 				d.log.Warn("no standby logged that it waits for a lease; going on", "standby", c.name, "after", standbyGrace)
 				return nil
+			}
+			if d.o.Kind.streams() && d.streamMoved() {
+				return nil // a standby holds the stream: the holder waits for it now
 			}
 			select {
 			case <-ctx.Done():
@@ -284,18 +318,28 @@ func (d *drill) waitStandbys(ctx context.Context) error {
 // the holder held.
 func (d *drill) takeoverSeen(ctx context.Context) error {
 	ttl := d.plan.LeaseTTL
-	err := d.w.waitFor(ctx, 5*ttl+30*time.Second, "a takeover of every shard", func(st *status.Status) bool {
+	what := "a takeover of every shard"
+	if d.o.Kind.streams() {
+		what = "a takeover of the change stream and of every shard the holder held"
+	}
+	err := d.w.waitFor(ctx, 5*ttl+30*time.Second, what, func(st *status.Status) bool {
 		n := 0
 		for _, t := range st.Tables {
-			if tok, ok := d.tokens[shardKey{t.Table, t.Shard}]; ok && t.Watermark > tok && !strings.HasPrefix(t.Holder, holderName+"-") {
+			k := shardKey{t.Table, t.Shard}
+			tok, ok := d.tokens[k]
+			if ok && d.o.Kind.streams() && t.State == "done" && t.Token == tok {
+				delete(d.tokens, k) // the holder finished it before the fault
+				continue
+			}
+			if ok && t.Watermark > tok && label(t.Holder) != d.holder.name {
 				n++
 			}
 		}
-		return n == len(d.tokens)
+		return n == len(d.tokens) && (d.streamTok == 0 || d.streamTaken())
 	}, d.standbys...)
 	if err == nil {
 		d.taken = time.Now()
-		d.log.Info("takeover seen: a standby claimed every shard's watermark")
+		d.log.Info("takeover seen: a standby claimed every watermark the holder held")
 	}
 	return err
 }
@@ -310,6 +354,15 @@ func (d *drill) inject(ctx context.Context) (err error) {
 	defer func() { d.rep.FaultMs = time.Since(d.faultAt).Milliseconds() }()
 	d.log.Info("injecting the fault", "rows", d.rep.FaultAtRows)
 	switch d.o.Kind {
+	case StreamKill, StreamPause:
+		if err = d.streamHolderNow(ctx); err != nil {
+			return err
+		}
+		d.faultAt = time.Now()
+		if st, _ := d.w.latest(); st != nil {
+			d.heldShards(st)
+		}
+		err = d.streamFault(ctx)
 	case Kill:
 		err = d.holder.signal(syscall.SIGKILL)
 		d.holder.wait(ctx, 10*time.Second)

@@ -11,19 +11,35 @@ import (
 )
 
 // watcher samples the plan's durable state (`migrate status`: checkpoints,
-// fence watermarks, leases) while a drill runs, and records every change of
-// a shard's lease or watermark.
+// fence watermarks, leases, the change stream) while a drill runs, and
+// records every change of a shard's lease or watermark, and of the
+// stream's.
 type watcher struct {
 	r     *status.Reader
 	every time.Duration
 	start time.Time
 	log   *slog.Logger
+	// mark, when set, reads the change stream's watermark with each
+	// sample (status lists its lease, not its watermark).
+	mark func(ctx context.Context) (token int64, owner string, err error)
 
 	mu      sync.Mutex
 	last    *status.Status
 	changed chan struct{} // closed and replaced at each new sample
 	history []Event
 	seen    map[string]Event // last event per shard and kind
+	streams []streamSample   // with mark: the stream in every sample
+}
+
+// streamSample is the change stream in one sample: its watermark, and the
+// position and counts the target had committed.
+type streamSample struct {
+	at      time.Time
+	token   int64
+	owner   string
+	pos     string
+	changes int64
+	state   string
 }
 
 // Event is one change seen in a shard's lease (the lock service) or fence watermark
@@ -48,8 +64,13 @@ func (w *watcher) run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		st, err := w.r.Read(ctx)
+		var ss *streamSample
+		if err == nil && w.mark != nil && st.Stream != nil {
+			ss = &streamSample{at: time.Now(), pos: st.Stream.Pos, changes: st.Stream.Changes, state: st.Stream.State}
+			ss.token, ss.owner, err = w.mark(ctx)
+		}
 		if err == nil {
-			w.record(st)
+			w.record(st, ss)
 		} else if ctx.Err() == nil {
 			w.log.Debug("status sample failed", "err", err)
 		}
@@ -61,7 +82,7 @@ func (w *watcher) run(ctx context.Context) {
 	}
 }
 
-func (w *watcher) record(st *status.Status) {
+func (w *watcher) record(st *status.Status, ss *streamSample) {
 	at := time.Since(w.start).Milliseconds()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -90,6 +111,12 @@ func (w *watcher) record(st *status.Status) {
 			note(Event{Kind: "fence", Table: t.Table, Shard: t.Shard, Owner: t.Holder, Token: t.Watermark})
 		}
 	}
+	if ss != nil {
+		if ss.token > 0 {
+			note(Event{Kind: "fence", Table: streamUnit, Shard: streamShard, Owner: ss.owner, Token: ss.token})
+		}
+		w.streams = append(w.streams, *ss)
+	}
 	w.last = st
 	close(w.changed)
 	w.changed = make(chan struct{})
@@ -100,6 +127,23 @@ func (w *watcher) events() []Event {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]Event{}, w.history...)
+}
+
+// streamSamples returns the stream as every sample saw it.
+func (w *watcher) streamSamples() []streamSample {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]streamSample{}, w.streams...)
+}
+
+// lastStream is the stream in the last sample; ok false before one.
+func (w *watcher) lastStream() (streamSample, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.streams) == 0 {
+		return streamSample{}, false
+	}
+	return w.streams[len(w.streams)-1], true
 }
 
 // latest returns the last sample (nil before the first) and a channel

@@ -29,7 +29,7 @@ func TestWatcher_record(t *testing.T) {
 		{Tables: []status.ShardStatus{shard(1, "a")}, Leases: lease("b", 2)}, // b acquired
 		{Tables: []status.ShardStatus{shard(2, "b")}, Leases: lease("b", 2)}, // b claimed the fence
 	} {
-		w.record(st)
+		w.record(st, nil)
 	}
 	var got []Event
 	for _, e := range w.events() {

@@ -4,9 +4,12 @@
 # service asked, runs `migrate drill` of each kind with the lease TTL given
 # (default 3s), starting over each time (--reset), and prints each drill's
 # verdict, its takeovers and its summary line (RTO measured vs predicted,
-# rows replayed, stale writes rejected and accepted); at the end, the RTO of
-# the kill drill (SIGKILL of the holder) of each lock service side by side.
-# The full reports stay in a temporary folder.
+# rows replayed, stale writes rejected and accepted; for the stream drills,
+# the stream's takeover, the changes applied twice and the cutover's write
+# freeze); at the end, the RTO of the kill drill (SIGKILL of the holder) of
+# each lock service side by side. The full reports stay in a temporary
+# folder. The source must log logically for the stream drills (the local
+# services do: wal_level = logical).
 #
 #   scripts/drills.sh                 (DRILL_ROWS=50000 DRILL_TTL=3s DRILL_LOCK=all)
 #   DRILL_LOCK=etcd DRILL_KINDS="kill pause" scripts/drills.sh
@@ -20,12 +23,14 @@ ROWS=${DRILL_ROWS:-50000}
 TTL=${DRILL_TTL:-3s}
 LOCKS=${DRILL_LOCK:-all}
 [ "$LOCKS" = all ] && LOCKS="redis db etcd zk"
-KINDS=${DRILL_KINDS:-kill pause short-pause partition late-write lock-restart}
+KINDS=${DRILL_KINDS:-kill pause short-pause partition late-write lock-restart stream-kill stream-pause}
 eval "$(scripts/services.sh start)"
 go build -o bin/migrate ./cmd/migrate
 
 PSQL=$(command -v psql || ls /usr/lib/postgresql/*/bin/psql | tail -n1)
 base=${MIGRATE_TEST_PG%%\?*}; base=${base%/*}
+# A stream drill killed with the script may have left its slot, which DROP DATABASE refuses.
+"$PSQL" -X -q "$MIGRATE_TEST_PG" -c "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = 'drill_src'" >/dev/null
 "$PSQL" -X -q "$MIGRATE_TEST_PG" -c "DROP DATABASE IF EXISTS drill_src WITH (FORCE)" -c "DROP DATABASE IF EXISTS drill_dst WITH (FORCE)" \
   -c "CREATE DATABASE drill_src" -c "CREATE DATABASE drill_dst"
 "$PSQL" -X -q "$base/drill_src?sslmode=disable" <<SQL
@@ -53,7 +58,7 @@ for lock in $LOCKS; do
     [ "$lock" = db ] && [ "$kind" = lock-restart ] && continue
     out="$dir/$lock-$kind.txt"
     bin/migrate drill "${plan[@]}" --reset --holder-latency 20ms "$kind" 2>/dev/null >"$out" || failed=1
-    grep -E '^drill |^  rto |^  (no takeover|takeover )' "$out" || cat "$out"
+    grep -E '^drill |^  rto |^  (no takeover|takeover |stream|cutover)' "$out" || cat "$out"
     if [ "$kind" = kill ]; then
       rto+=("$(printf '%-6s %s' "$lock" "$(grep -E '^  rto ' "$out" | head -n1 | sed 's/^  //')")")
     fi

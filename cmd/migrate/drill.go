@@ -21,18 +21,23 @@ func drillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var pf planFlags
 	pf.register(fs)
 	asJSON := fs.Bool("json", false, "print the result as one JSON object on stdout")
-	rows := fs.Int64("rows", 0, "inject the fault once the holder has committed this many rows (default: 3 batches)")
+	rows := fs.Int64("rows", 0, "inject the fault once the holder has committed this many rows (default: 3 batches; the stream drills strike once the stream has applied changes)")
 	latency := fs.Duration("holder-latency", 0, "delay every target response to the holder by this much, so that a small table's copy lasts long enough for the fault, e.g. 20ms")
 	standbys := fs.Int("standbys", 1, "standby instances")
+	writeRate := fs.Float64("write-rate", drill.DefaultWriteRate, "stream-kill, stream-pause: the writer's transactions per second at the source")
 	persistence := fs.String("persistence", "both", "lock-restart: the lock service restarted with its data (on), without (off), or both runs")
 	reset := fs.Bool("reset", false, "start over on a plan that has run: drop its target tables, delete its checkpoints, watermarks and what the lock service keeps of its leases")
 	redisServer := fs.String("redis-server", "redis-server", "redis-server binary, for lock-restart of a Redis")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), `usage: migrate drill -p PLAN KIND [--json] [--rows N] [--lease-ttl D] [--holder-latency D] [--standbys N] [--persistence on|off|both] [--reset]
+		fmt.Fprintf(fs.Output(), `usage: migrate drill -p PLAN KIND [--json] [--rows N] [--lease-ttl D] [--holder-latency D] [--standbys N] [--persistence on|off|both] [--write-rate N] [--reset]
 
 Runs the plan with a holder and standby instances of this binary, injects a
 fault into the holder and reports the takeover (RTO measured vs predicted),
 rows replayed, stale writes rejected and accepted, and the final verification.
+stream-kill and stream-pause run the instances with --follow while a writer
+changes the source, strike the instance applying the change stream, then cut
+over, and report the stream's takeover, the changes applied twice and the
+write freeze.
 KIND: %s.
 The target must be fresh (no rows, checkpoints or remembered lease holders of
 the plan) or --reset given. Exit 0 when every criterion passed, 3 when the verification
@@ -52,7 +57,7 @@ Example: migrate drill -p orders.yaml kill --lease-ttl 5s
 	log := pf.logger(stderr)
 	opts := drill.Options{
 		Kind: drill.Kind(kind), Plan: plan, PlanArgs: childPlanArgs(fs, &pf), OpenRunner: openRunner, OpenStatus: openStatus,
-		FaultAfter: *rows, HolderLatency: *latency, Standbys: *standbys, Persistence: *persistence,
+		FaultAfter: *rows, HolderLatency: *latency, Standbys: *standbys, Persistence: *persistence, WriteRate: *writeRate,
 		Reset: *reset, RedisServer: *redisServer, Log: log,
 	}
 	if pf.verbose {
@@ -180,11 +185,14 @@ func printDrill(w io.Writer, res *drill.Result) {
 			fmt.Fprintf(w, "  shard %s#%d: holder token %d, final token %d (%s); stale writes accepted: %d committed after the takeover, %d after the resume key\n",
 				s.Table, s.Shard, s.HolderToken, s.FinalToken, s.FinalState, s.StaleCommitted, s.StaleAfterResume)
 		}
+		if s := d.Stream; s != nil {
+			printStream(w, s)
+		}
 		if l := d.LateWrite; l != nil {
 			fmt.Fprintf(w, "  late write: %d bytes held %dms, delivered %dms after the takeover\n", l.HeldBytes, l.HeldMs, l.DeliveredAfterTakeoverMs)
 		}
 		rto := "no takeover recorded"
-		if len(d.Takeovers) > 0 {
+		if len(d.Takeovers) > 0 || d.Stream != nil {
 			rto = fmt.Sprintf("rto %dms (predicted %dms)", d.RtoMs, d.PredictedRtoMs)
 		}
 		if d.HandoverMs > 0 {
@@ -213,5 +221,17 @@ func printDrill(w io.Writer, res *drill.Result) {
 	}
 	if res.Error != "" {
 		fmt.Fprintf(w, "drill error: %s\n", res.Error)
+	}
+}
+
+// printStream writes a stream drill's measurements of the change stream.
+func printStream(w io.Writer, s *drill.StreamReport) {
+	fmt.Fprintf(w, "  stream takeover by %s: token %d after %d, opened the stream %dms after the fault (claim seen after %dms, first changes applied after %dms)\n",
+		s.Successor, s.SuccessorToken, s.HolderToken, s.RtoMs, s.HandoverMs, s.FirstApplyMs)
+	fmt.Fprintf(w, "  stream: committed %s at the takeover, resumed from %s; %d changes applied (%d after the takeover), the writer committed %d in %d transactions: %d applied twice; stale applier transactions refused: %d\n",
+		s.PosAtTakeover, s.ResumedFrom, s.AppliedChanges, s.ChangesAfterTakeover, s.Writer.Changes, s.Writer.Transactions, s.ReplayedChanges, s.StaleRefused)
+	if c := s.Cutover; c != nil {
+		fmt.Fprintf(w, "  cutover: caught up with %s in %s, verified in %s: write freeze %s (lag at start %s); slot dropped %v\n",
+			c.SourcePos, ms(c.CatchUpMs), ms(c.VerifyMs), ms(c.FreezeMs), ms(c.LagAtStartMs), c.SlotDropped)
 	}
 }

@@ -138,6 +138,7 @@ func (c *Capture) Open(ctx context.Context, pos stream.Pos) (stream.Reader, erro
 		rels: map[uint32]*relation{},
 	}
 	r.acked.Store(uint64(start))
+	r.queued.Store(uint64(start)) // a keepalive short of where the reader began moves nothing back
 	go r.run(rctx)
 	return r, nil
 }

@@ -411,3 +411,60 @@ func TestOpenTakesSlot(t *testing.T) {
 		t.Fatal("the old reader reads on after its slot was taken")
 	}
 }
+
+// TestCurrentReachedAfterAsyncCommits: a transaction committed with
+// synchronous_commit off returns before its WAL is written, when
+// pg_current_wal_lsn() can still be behind its commit; Current must be at
+// or past it, and the stream must then reach Current with the transaction
+// delivered (a cutover stopping at Current applies every change committed
+// before it).
+func TestCurrentReachedAfterAsyncCommits(t *testing.T) {
+	e := newEnv(t)
+	e.exec(`CREATE TABLE t (id int PRIMARY KEY)`)
+	r := e.open(e.start([2]string{"public", "t"}))
+	ctx := ctxT(t)
+	conn, err := e.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `SET synchronous_commit = off`); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	for i := range n {
+		var end string
+		if _, err := conn.ExecContext(ctx, `INSERT INTO t VALUES ($1)`, i); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.QueryRowContext(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&end); err != nil {
+			t.Fatal(err)
+		}
+		cur, err := e.c.Current(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := e.c.Covers(cur, stream.Pos(end)); err != nil || !ok {
+			t.Fatalf("insert %d: Current %s is before the end of its asynchronous commit %s (%v)", i, cur, end, err)
+		}
+	}
+	cur, err := e.c.Current(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	eventually(t, "the stream at Current", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		tx, err := r.Next(ctx)
+		if err != nil {
+			return false
+		}
+		seen += len(tx.Changes)
+		ok, _ := e.c.Covers(tx.End, cur)
+		return ok
+	})
+	if seen != n {
+		t.Errorf("%d inserts delivered by the time the stream reached Current %s, want %d", seen, cur, n)
+	}
+}
