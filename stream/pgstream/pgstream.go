@@ -134,7 +134,7 @@ func (c *Capture) Start(ctx context.Context, tables [][2]string) (stream.Pos, er
 		stmt = "ALTER PUBLICATION " + pub + " SET TABLE " + strings.Join(list, ", ")
 	}
 	_, err = db.ExecContext(ctx, stmt)
-	if pgErr := (*pgconn.PgError)(nil); !exists && errors.As(err, &pgErr) && pgErr.Code == "42710" { // another Start created it
+	if pgErr := (*pgconn.PgError)(nil); !exists && errors.As(err, &pgErr) && (pgErr.Code == "42710" || pgErr.Code == "23505") { // another Start created it (duplicate_object, or the catalog's unique index when both inserted at once)
 		_, err = db.ExecContext(ctx, "ALTER PUBLICATION "+pub+" SET TABLE "+strings.Join(list, ", "))
 	}
 	if err != nil {
