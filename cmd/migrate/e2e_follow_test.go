@@ -752,8 +752,6 @@ func (w *writer) errors() []error {
 	return slices.Clone(w.errs)
 }
 
-func (w *writer) failed() bool { return len(w.errors()) > 0 }
-
 // isDup is a unique-key violation (PostgreSQL 23505, MySQL 1062).
 func isDup(err error) bool {
 	s := err.Error()
