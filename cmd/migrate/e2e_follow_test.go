@@ -72,7 +72,7 @@ func TestFollow_WriterDuringCopy(t *testing.T) {
 			st := f.status(t)
 			return st.Stream != nil && st.Stream.StartPos != ""
 		})
-		w := startWriter(t, e)
+		w := startWriter(t, e, followAccounts, 1_000_000)
 		defer w.stop()
 		var h streamHolder
 		poll(t, 120*time.Second, "the copy in progress with a holder of the stream", func() bool {
@@ -185,9 +185,8 @@ func TestFollow_WriterDuringCopy(t *testing.T) {
 		time.Sleep(2 * time.Second) // down for a while
 		src.start()
 		t.Logf("the source crashed and restarted; the application had made %d changes", wst.changes)
-		w2 := startWriter(t, e)
+		w2 := startWriter(t, e, w.accounts, w.nextOrder)
 		defer w2.stop()
-		w2.accounts, w2.nextOrder = w.accounts, w.nextOrder
 		poll(t, 90*time.Second, "the stream applying changes made after the source's restart", func() bool {
 			f.alive(t, zombie)
 			r := runMigrate(t, "status", "-p", f.plan, "--json") // it reads the source too: it may fail while the source recovers
@@ -700,9 +699,11 @@ type writerStats struct {
 // about 300-500 changes/s).
 const writerTick = 6 * time.Millisecond
 
-func startWriter(t *testing.T, e *env) *writer {
+// startWriter starts the application; accounts and nextOrder are where
+// its inserts' keys begin (an earlier writer's, to go on from them).
+func startWriter(t *testing.T, e *env, accounts, nextOrder int64) *writer {
 	t.Helper()
-	w := &writer{e: e, quit: make(chan struct{}), done: make(chan struct{}), accounts: followAccounts, nextOrder: 1_000_000}
+	w := &writer{e: e, quit: make(chan struct{}), done: make(chan struct{}), accounts: accounts, nextOrder: nextOrder}
 	if e.src == mysqlEngine {
 		w.db = testsvc.OpenMySQL(t, e.srcURL)
 	} else {
