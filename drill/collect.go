@@ -6,10 +6,13 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/migrate-dev/migrate/cursor"
+	"github.com/migrate-dev/migrate/internal/retry"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/runner"
+	"github.com/migrate-dev/migrate/status"
 )
 
 // collect fills the report from the instances' reports, the target and a
@@ -95,7 +98,13 @@ func (d *drill) handover() int64 {
 // outcomes works out, per shard the holder held, who finished it and what
 // stale writes the target kept.
 func (d *drill) outcomes(ctx context.Context) error {
-	st, err := d.status.Read(ctx)
+	// The lock service a lock-restart drill restarted may close a
+	// client's connection once more: an outage waited out briefly.
+	var st *status.Status
+	err := retry.Do(ctx, &retry.Budget{MaxOutage: 10 * time.Second}, func() (err error) {
+		st, err = d.status.Read(ctx)
+		return err
+	}, func(error) retry.Kind { return retry.Outage }, nil)
 	if err != nil {
 		return err
 	}
