@@ -107,8 +107,11 @@ func dryRunFresh(t *testing.T, e *env) {
 	if got.SourceRows != n || got.WouldInsert != n || got.WouldUpdate != 0 || got.Unchanged != 0 || got.TargetOnly != 0 {
 		t.Errorf("forecast %+v, want %d rows to insert", got, n)
 	}
-	// The five helper tables and the target table, in that order.
-	if len(got.DDL) != 6 || !strings.Contains(got.DDL[5], "CREATE TABLE") || !slices.ContainsFunc(got.Schema, func(s string) bool { return strings.Contains(s, "does not exist") }) {
+	// The helper tables (_migrate_*) and the target table, in that order.
+	helpers := len(got.DDL) - 1
+	if helpers < 5 || !strings.Contains(got.DDL[helpers], "CREATE TABLE") || strings.Contains(got.DDL[helpers], "_migrate_") ||
+		slices.ContainsFunc(got.DDL[:helpers], func(s string) bool { return !strings.Contains(s, "_migrate_") }) ||
+		!slices.ContainsFunc(got.Schema, func(s string) bool { return strings.Contains(s, "does not exist") }) {
 		t.Errorf("ddl %q schema %q, want the helper tables and the target table", got.DDL, got.Schema)
 	}
 	if got.EstimateMs <= 0 {

@@ -350,17 +350,20 @@ func TestNextEnds(t *testing.T) {
 	// Caught up: a heartbeat with nothing pending.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("Behind never reached zero: %+v", r.Behind())
+		}
 		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		_, err := r.Next(short)
+		tx, err := r.Next(short)
 		cancel()
+		if err == nil && len(tx.Changes) == 0 {
+			continue // the position after other databases' transactions (the server is shared)
+		}
 		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Next with nothing to read: %v, want the context's deadline", err)
+			t.Fatalf("Next with nothing to read: %v (%d changes), want the context's deadline", err, len(tx.Changes))
 		}
 		if lag := r.Behind(); lag.Seconds == 0 && lag.Bytes == 0 {
 			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Behind never reached zero: %+v", r.Behind())
 		}
 	}
 	// Behind counts from the last event when one is pending.
