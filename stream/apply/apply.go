@@ -165,8 +165,8 @@ func (a *Applier) apply(lease fence.Lease, sess *fence.Session, tables map[[2]st
 	if err != nil {
 		return res, fmt.Errorf("begin the stream's transaction: %w", err)
 	}
-	defer end()
 	defer func() {
+		end() // the rollback first: the connection is not given up while its transaction is open
 		if err != nil {
 			sess.Discard()
 		}
