@@ -109,7 +109,12 @@ func (a *Applier) Run(ctx context.Context, lease fence.Lease, rd stream.Reader) 
 		case <-idle.C:
 		}
 		idle.Reset(IdleCheck)
-		res, err := a.apply(lease, sess, tables, group, rd.Behind())
+		lag := rd.Behind()
+		res, err := a.apply(lease, sess, tables, group, lag, false)
+		if errors.Is(err, errOps) {
+			a.Log.Warn("the target refused the changes applied by key; applying them again in source order", "err", err)
+			res, err = a.apply(lease, sess, tables, group, lag, true)
+		}
 		if err != nil {
 			return err
 		}
@@ -147,13 +152,18 @@ func (a *Applier) gather(first stream.Tx, txs <-chan stream.Tx) []stream.Tx {
 	return group
 }
 
+// errOps marks a failure of the statements that write the changes (not
+// of the fence, the state or the position): the group is applied again in
+// source order.
+var errOps = errors.New("apply the changes")
+
 // apply writes a group of source transactions in one target transaction:
 // the fence check, the stream's state (stopping ends the applier), each
-// written table's count, the changes, the position. An empty group only
-// looks at the state.
-func (a *Applier) apply(lease fence.Lease, sess *fence.Session, tables map[[2]string]*Table, group []stream.Tx, lag stream.Lag) (res Applied, err error) {
+// written table's count, the changes (by key, or in source order: exact),
+// the position. An empty group only looks at the state.
+func (a *Applier) apply(lease fence.Lease, sess *fence.Session, tables map[[2]string]*Table, group []stream.Tx, lag stream.Lag, exact bool) (res Applied, err error) {
 	start := time.Now()
-	p := newPlan(tables)
+	p := newPlan(tables, exact)
 	for _, tx := range group {
 		for _, c := range tx.Changes {
 			if err := p.add(c); err != nil {
@@ -202,7 +212,10 @@ func (a *Applier) apply(lease fence.Lease, sess *fence.Session, tables map[[2]st
 	}
 	for _, o := range p.ops {
 		if err := a.run(tctx, tx, o); err != nil {
-			return res, err
+			if exact || tctx.Err() != nil {
+				return res, err
+			}
+			return res, fmt.Errorf("%w: %w", errOps, err)
 		}
 	}
 	last := group[len(group)-1]
@@ -222,7 +235,8 @@ func (a *Applier) run(ctx context.Context, tx *sql.Tx, o *op) error {
 	switch o.kind {
 	case upsert:
 		per := max(1, a.SQL.MaxParams()/len(t.Columns))
-		for rows := range slices.Chunk(o.rows, per) {
+		live := slices.DeleteFunc(o.rows, func(r []any) bool { return r == nil }) // nil: deleted after
+		for rows := range slices.Chunk(live, per) {
 			if _, err := tx.ExecContext(ctx, a.SQL.StreamUpsert(t.Target, t.Columns, t.Key, a.FenceColumn, len(rows)), flat(rows)...); err != nil {
 				return fmt.Errorf("apply %d upserts to %s: %w", len(rows), t.Unit, err)
 			}
