@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"slices"
 	"time"
@@ -234,16 +235,14 @@ func (a *Applier) run(ctx context.Context, tx *sql.Tx, o *op) error {
 	t := o.t
 	switch o.kind {
 	case upsert:
-		per := max(1, a.SQL.MaxParams()/len(t.Columns))
 		live := slices.DeleteFunc(o.rows, func(r []any) bool { return r == nil }) // nil: deleted after
-		for rows := range slices.Chunk(live, per) {
+		for rows := range chunks(live, a.SQL.MaxParams()/len(t.Columns)) {
 			if _, err := tx.ExecContext(ctx, a.SQL.StreamUpsert(t.Target, t.Columns, t.Key, a.FenceColumn, len(rows)), flat(rows)...); err != nil {
 				return fmt.Errorf("apply %d upserts to %s: %w", len(rows), t.Unit, err)
 			}
 		}
 	case del:
-		per := max(1, a.SQL.MaxParams()/len(t.Key))
-		for keys := range slices.Chunk(o.rows, per) {
+		for keys := range chunks(o.rows, a.SQL.MaxParams()/len(t.Key)) {
 			if _, err := tx.ExecContext(ctx, a.SQL.DeleteByKeys(t.Target, t.Key, len(keys)), flat(keys)...); err != nil {
 				return fmt.Errorf("apply %d deletes to %s: %w", len(keys), t.Unit, err)
 			}
@@ -280,6 +279,34 @@ func (a *Applier) fetch(ctx context.Context, tx *sql.Tx, t *Table, key []any) er
 		return fmt.Errorf("apply a fetched row to %s: %w", t.Unit, err)
 	}
 	return nil
+}
+
+// maxChunk bounds the rows of one statement.
+const maxChunk = 1024
+
+// chunks cuts rows into statements of a power of two rows each, the
+// largest that fits, at most maxChunk and at most per: however many rows
+// each group holds, a few statement texts, which pgx prepares once per
+// connection (its statement cache), instead of a new text of thousands of
+// parameters to parse and plan for every group (measured: half the
+// server's CPU of an upsert of 700 rows).
+func chunks(rows [][]any, per int) iter.Seq[[][]any] {
+	limit := 1
+	for limit*2 <= min(per, maxChunk) {
+		limit *= 2
+	}
+	return func(yield func([][]any) bool) {
+		for len(rows) > 0 {
+			n := limit
+			for n > len(rows) {
+				n /= 2
+			}
+			if !yield(rows[:n]) {
+				return
+			}
+			rows = rows[n:]
+		}
+	}
 }
 
 func flat(rows [][]any) []any {
