@@ -68,13 +68,21 @@ const IdleCheck = time.Second
 
 // Run applies rd's transactions, from the position the claim read, until
 // the stream is stopped (ErrStopped), ctx or the lease ends, or a failure.
+// Three goroutines make a pipeline: one reads the stream, one groups what
+// was read and plans the group's statements, and this one applies the
+// groups in turn, while the next group is read and planned.
 func (a *Applier) Run(ctx context.Context, lease fence.Lease, rd stream.Reader) error {
 	lctx := lease.Context()
-	tables := map[[2]string]*Table{}
+	// The planner's tables, and copies for this goroutine's plans in source
+	// order (a Table caches the column order of the changes it plans).
+	tables, exactTables := map[[2]string]*Table{}, map[[2]string]*Table{}
 	for _, t := range a.Tables {
 		tables[[2]string{t.Schema, t.Name}] = t
+		cp := *t
+		exactTables[[2]string{t.Schema, t.Name}] = &cp
 	}
 	txs := make(chan stream.Tx, 256)
+	plans := make(chan planned, 1)
 	errc := make(chan error, 1)
 	rctx, cancel := context.WithCancel(lctx)
 	defer cancel()
@@ -92,12 +100,29 @@ func (a *Applier) Run(ctx context.Context, lease fence.Lease, rd stream.Reader) 
 			}
 		}
 	}()
+	go func() {
+		for {
+			var group []stream.Tx
+			select {
+			case tx := <-txs:
+				group = a.gather(tx, txs)
+			case <-rctx.Done():
+				return
+			}
+			p, err := planOf(tables, group, false)
+			select {
+			case plans <- planned{group, p, err}:
+			case <-rctx.Done():
+				return
+			}
+		}
+	}()
 	sess := fence.NewSession(a.Target, a.SQL)
 	defer sess.Close()
 	idle := time.NewTimer(IdleCheck)
 	defer idle.Stop()
 	for {
-		var group []stream.Tx
+		var next planned
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
@@ -105,16 +130,23 @@ func (a *Applier) Run(ctx context.Context, lease fence.Lease, rd stream.Reader) 
 			return fmt.Errorf("%s: %w", a.Unit, context.Cause(lctx))
 		case err := <-errc:
 			return fmt.Errorf("read the change stream: %w", err)
-		case tx := <-txs:
-			group = a.gather(tx, txs)
+		case next = <-plans:
+			if next.err != nil {
+				return next.err
+			}
 		case <-idle.C:
+			next.plan = newPlan(tables, false)
 		}
 		idle.Reset(IdleCheck)
+		group := next.group
 		lag := rd.Behind()
-		res, err := a.apply(lease, sess, tables, group, lag, false)
+		res, err := a.apply(lease, sess, next.plan, group, lag)
 		if errors.Is(err, errOps) {
 			a.Log.Warn("the target refused the changes applied by key; applying them again in source order", "err", err)
-			res, err = a.apply(lease, sess, tables, group, lag, true)
+			var p *plan
+			if p, err = planOf(exactTables, group, true); err == nil {
+				res, err = a.apply(lease, sess, p, group, lag)
+			}
 		}
 		if err != nil {
 			return err
@@ -126,6 +158,26 @@ func (a *Applier) Run(ctx context.Context, lease fence.Lease, rd stream.Reader) 
 			a.OnApply(res)
 		}
 	}
+}
+
+// planned is a group of source transactions and its plan.
+type planned struct {
+	group []stream.Tx
+	plan  *plan
+	err   error
+}
+
+// planOf plans the changes of group.
+func planOf(tables map[[2]string]*Table, group []stream.Tx, exact bool) (*plan, error) {
+	p := newPlan(tables, exact)
+	for _, tx := range group {
+		for _, c := range tx.Changes {
+			if err := p.add(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return p, nil
 }
 
 // gather groups first with the transactions already read, up to
@@ -160,18 +212,10 @@ var errOps = errors.New("apply the changes")
 
 // apply writes a group of source transactions in one target transaction:
 // the fence check, the stream's state (stopping ends the applier), each
-// written table's count, the changes (by key, or in source order: exact),
-// the position. An empty group only looks at the state.
-func (a *Applier) apply(lease fence.Lease, sess *fence.Session, tables map[[2]string]*Table, group []stream.Tx, lag stream.Lag, exact bool) (res Applied, err error) {
+// written table's count, the changes (as p plans them: by key, or in source
+// order), the position. An empty group only looks at the state.
+func (a *Applier) apply(lease fence.Lease, sess *fence.Session, p *plan, group []stream.Tx, lag stream.Lag) (res Applied, err error) {
 	start := time.Now()
-	p := newPlan(tables, exact)
-	for _, tx := range group {
-		for _, c := range tx.Changes {
-			if err := p.add(c); err != nil {
-				return res, err
-			}
-		}
-	}
 	_, tx, tctx, end, err := sess.Begin(lease)
 	if err != nil {
 		return res, fmt.Errorf("begin the stream's transaction: %w", err)
@@ -213,7 +257,7 @@ func (a *Applier) apply(lease fence.Lease, sess *fence.Session, tables map[[2]st
 	}
 	for _, o := range p.ops {
 		if err := a.run(tctx, tx, o); err != nil {
-			if exact || tctx.Err() != nil {
+			if p.exact || tctx.Err() != nil {
 				return res, err
 			}
 			return res, fmt.Errorf("%w: %w", errOps, err)
