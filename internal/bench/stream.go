@@ -88,10 +88,15 @@ func (b *Bench) streamNative(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = b.svc.Exec(ctx, PG, streamDst, "CREATE SUBSCRIPTION "+ident+" CONNECTION "+literal(b.svc.conninfo(streamSrc))+
-		" PUBLICATION "+ident+" WITH (create_slot = false, slot_name = "+literal(name)+", copy_data = false, enabled = false)")
+	dst, err := b.svc.DB(PG, streamDst)
 	if err != nil {
 		return err
+	}
+	// Not through Exec: its errors name the statement, here with a password.
+	_, err = dst.ExecContext(ctx, "CREATE SUBSCRIPTION "+ident+" CONNECTION "+literal(b.svc.conninfo(streamSrc))+
+		" PUBLICATION "+ident+" WITH (create_slot = false, slot_name = "+literal(name)+", copy_data = false, enabled = false)")
+	if err != nil {
+		return fmt.Errorf("create the subscription %s in %s: %w", name, streamDst, err)
 	}
 	if err := b.streamBacklog(ctx); err != nil {
 		return err
