@@ -108,21 +108,22 @@ func (rp *Report) table(w *errWriter) {
 }
 
 // stream is the change stream's table: each consumer's median time to
-// apply the backlog, its changes/s, migrate's peak RSS and every run.
+// apply the backlog, its changes/s, the CPU it used (medians: in migrate's
+// process, in the server's processes), migrate's peak RSS and every run.
 func (rp *Report) stream(w *errWriter) {
 	c := rp.Config
 	n := c.StreamBacklog()
 	w.printf("\nchange stream PG->PG: %d row changes (40%% updates, 30%% inserts, 30%% deletes, interleaved, 10 per source transaction)\n", n)
 	w.printf("made while the consumer is stopped, on a table of %d rows (%.1f MB); timed from the consumer's start until the target holds them\n",
 		c.StreamRows, float64(rp.Tables.StreamBytes)/1e6)
-	w.printf("\n%-44s %9s %10s %9s  %s\n", "what", "median s", "changes/s", "peak RSS", "runs (s)")
+	w.printf("\n%-40s %9s %10s %16s %9s  %s\n", "what", "median s", "changes/s", "CPU s client+srv", "peak RSS", "runs (s)")
 	for _, l := range []struct{ key, label string }{
 		{"stream.native", "PG->PG  PostgreSQL subscription"},
 		{"stream.migrate", "PG->PG  migrate run --follow (applier)"},
 	} {
 		samples := rp.Results.Samples(l.key)
 		if len(samples) == 0 {
-			w.printf("%-44s %9s  %s\n", l.label, "n/a", cut(or(rp.Results.Reason(l.key), "not run"), 70))
+			w.printf("%-40s %9s  %s\n", l.label, "n/a", cut(or(rp.Results.Reason(l.key), "not run"), 70))
 			continue
 		}
 		m := rp.Results.Median(l.key).V
@@ -132,11 +133,14 @@ func (rp *Report) stream(w *errWriter) {
 			rss = max(rss, s.RSSKB)
 			fmt.Fprintf(&runs, " %.2f", s.Seconds)
 		}
-		peak := ""
+		peak, cpu := "", ""
 		if rss > 0 {
 			peak = fmt.Sprintf("%.1f MB", float64(rss)/1024)
 		}
-		w.printf("%-44s %9.2f %10.0f %9s  %s\n", l.label, m, Rate(float64(n), Some(m)).V, peak, runs.String())
+		if client, server := rp.Results.MedianCPU(l.key); client.Valid {
+			cpu = fmt.Sprintf("%.2f + %.2f", client.V, server.V)
+		}
+		w.printf("%-40s %9.2f %10.0f %16s %9s  %s\n", l.label, m, Rate(float64(n), Some(m)).V, cpu, peak, runs.String())
 	}
 }
 

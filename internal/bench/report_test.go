@@ -84,6 +84,10 @@ func TestReport_Write_full(t *testing.T) {
 	record(r, "pg-pg.scale.run", 88, 58.25)
 	record(r, "stream.native", 0, 4.1, 3.6, 3.9)
 	record(r, "stream.migrate", 41, 5.2, 5.0, 6.1)
+	for i, cpu := range []float64{2.9, 2.7, 3.1} {
+		r.samples["stream.native"][i].ServerCPU = cpu
+		r.samples["stream.migrate"][i].ClientCPU, r.samples["stream.migrate"][i].ServerCPU = cpu-0.4, cpu
+	}
 	for run := 1; run <= 3; run++ {
 		r.RecordFleet(fleetSample(1, 1, run, 12+float64(run)/10, 12+float64(run)/10-0.02, "1000000"))
 		r.RecordFleet(fleetSample(2, 1, run, 10.2, 10.1, "1000000"))
@@ -137,7 +141,7 @@ func TestReport_Write_streamAlone(t *testing.T) {
 	sec, _ := ParseSections("stream", false)
 	cfg := Config{Rows: 1000000, Runs: 2, Sections: sec, StreamRows: 100000, StreamChanges: 200000}
 	r := NewResults()
-	record(r, "stream.native", 0, 3.62, 3.70)
+	record(r, "stream.native", 0, 3.62, 3.70) // no CPU: the server's /proc was not readable
 	r.Fail("stream.migrate", "migrate run --follow (bench-1-stream-1.follow) exited before it applied the backlog: exit 5: halted")
 	rp := &Report{Config: cfg, Env: testEnv(), Results: r, Tables: Tables{StreamBytes: 25600000}}
 	var out bytes.Buffer

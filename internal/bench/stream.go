@@ -7,7 +7,10 @@ package bench
 // target holding the same rows (bench_stream_dst); the consumer is stopped
 // while the source makes the backlog (streamProc), then timed from its
 // start until the target holds the backlog's last transaction (polled
-// every 50 ms), and the target must then equal the source.
+// every 50 ms), and the target must then equal the source. At that moment
+// the CPU each consumer used is read from /proc: the subscription's apply
+// worker and walsender; migrate's process, and its server processes
+// (application_name migrate: its target session, its walsender).
 //
 //   - native: a publication and a pgoutput slot created at the source
 //     beforehand (a CREATE SUBSCRIPTION that creates its slot in the same
@@ -109,11 +112,15 @@ func (b *Bench) streamNative(ctx context.Context) error {
 		return err
 	}
 	sec := seconds(t0)
+	server, err := b.serverCPU(ctx, "(backend_type = 'logical replication worker' AND datname = $1) OR (backend_type = 'walsender' AND datname = $2)", streamDst, streamSrc)
+	if err != nil {
+		return err
+	}
 	if err := b.streamSame(ctx); err != nil {
 		return err
 	}
-	b.record("stream.native", sec, 0)
-	b.logf("  stream.native: %.3f s, %.0f changes/s", sec, float64(b.cfg.StreamBacklog())/sec)
+	b.res.Record("stream.native", Sample{Run: b.run, Seconds: sec, ServerCPU: server})
+	b.logf("  stream.native: %.3f s, %.0f changes/s, CPU %.2f s (apply worker and walsender)", sec, float64(b.cfg.StreamBacklog())/sec, server)
 	return b.streamReset(ctx, false)
 }
 
@@ -136,7 +143,7 @@ func (b *Bench) streamMigrate(ctx context.Context) error {
 	env := []string{"MIGRATE_SOURCE=" + b.svc.URL(PG, streamSrc), "MIGRATE_TARGET=" + b.svc.URL(PG, streamDst), "MIGRATE_REDIS=" + b.svc.RedisURL()}
 
 	// The copy, and the stream following: not timed.
-	first, err := b.startProc(ctx, name+".copy", env, false, "run", "-p", plan, "--follow", "--no-progress", "--json")
+	first, err := b.startProc(ctx, name+".copy", env, "run", "-p", plan, "--follow", "--no-progress", "--json")
 	if err != nil {
 		return err
 	}
@@ -152,7 +159,7 @@ func (b *Bench) streamMigrate(ctx context.Context) error {
 	}
 
 	t0 := time.Now()
-	run, err := b.startProc(ctx, name+".follow", env, true, "run", "-p", plan, "--follow", "--no-progress", "--json")
+	run, err := b.startProc(ctx, name+".follow", env, "run", "-p", plan, "--follow", "--no-progress", "--json")
 	if err != nil {
 		return err
 	}
@@ -161,6 +168,13 @@ func (b *Bench) streamMigrate(ctx context.Context) error {
 		return err
 	}
 	sec := seconds(t0)
+	pid := run.cmd.Process.Pid
+	client, _ := procCPU(pid)
+	rss := procPeakKB(pid)
+	server, err := b.serverCPU(ctx, "application_name = 'migrate' AND datname IN ($1, $2)", streamSrc, streamDst)
+	if err != nil {
+		return err
+	}
 	cut := exec.CommandContext(ctx, b.migrate, "cutover", "-p", plan, "--no-verify", "--timeout", "2m", "--json")
 	cut.Env = append(os.Environ(), env...)
 	if err := runTool(cut); err != nil {
@@ -172,9 +186,9 @@ func (b *Bench) streamMigrate(ctx context.Context) error {
 	if err := b.streamSame(ctx); err != nil {
 		return err
 	}
-	rss := readRSS(filepath.Join(b.work, name+".follow.rss"))
-	b.record("stream.migrate", sec, rss)
-	b.logf("  stream.migrate: %.3f s, %.0f changes/s, peak RSS %d MB", sec, float64(b.cfg.StreamBacklog())/sec, rss/1024)
+	b.res.Record("stream.migrate", Sample{Run: b.run, Seconds: sec, RSSKB: rss, ClientCPU: client, ServerCPU: server})
+	b.logf("  stream.migrate: %.3f s, %.0f changes/s, CPU %.2f s in migrate and %.2f s in the server, peak RSS %d MB",
+		sec, float64(b.cfg.StreamBacklog())/sec, client, server, rss/1024)
 	return b.streamReset(ctx, false)
 }
 
@@ -249,49 +263,39 @@ func (b *Bench) streamFollowing(ctx context.Context, p *proc, plan string, env [
 // proc is a migrate process of the stream section, its stdout and stderr
 // in NAME.json and NAME.log of the work folder.
 type proc struct {
-	name   string
-	log    string
-	cmd    *exec.Cmd
-	done   chan struct{}
-	err    error // the exit, once done is closed
-	closed func()
+	name string
+	log  string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error // the exit, once done is closed
 }
 
-// startProc starts bench's migrate with args, DSNs in its environment;
-// timed runs it under GNU time (its peak RSS in NAME.rss).
-func (b *Bench) startProc(ctx context.Context, name string, env []string, timed bool, args ...string) (*proc, error) {
+// startProc starts bench's migrate with args, DSNs in its environment, in
+// a process group of its own.
+func (b *Bench) startProc(ctx context.Context, name string, env []string, args ...string) (*proc, error) {
 	p := &proc{name: "migrate " + args[0] + " (" + name + ")", log: filepath.Join(b.work, name+".log"), done: make(chan struct{})}
-	if timed {
-		cmd, closed, err := b.migrateCmd(ctx, name, env, args...)
-		if err != nil {
-			return nil, err
-		}
-		p.cmd, p.closed = cmd, closed
-	} else {
-		out, err := os.Create(filepath.Join(b.work, name+".json"))
-		if err != nil {
-			return nil, err
-		}
-		log, err := os.Create(p.log)
-		if err != nil {
-			_ = out.Close()
-			return nil, err
-		}
-		p.cmd = exec.CommandContext(ctx, b.migrate, args...)
-		p.cmd.Env = append(os.Environ(), env...)
-		p.cmd.Stdout, p.cmd.Stderr = out, log
-		p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		p.cmd.Cancel = func() error { return p.cmd.Process.Signal(syscall.SIGTERM) }
-		p.cmd.WaitDelay = 10 * time.Second
-		p.closed = func() { _, _ = out.Close(), log.Close() }
+	out, err := os.Create(filepath.Join(b.work, name+".json"))
+	if err != nil {
+		return nil, err
 	}
+	log, err := os.Create(p.log)
+	if err != nil {
+		_ = out.Close()
+		return nil, err
+	}
+	p.cmd = exec.CommandContext(ctx, b.migrate, args...)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout, p.cmd.Stderr = out, log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.Cancel = func() error { return p.cmd.Process.Signal(syscall.SIGTERM) }
+	p.cmd.WaitDelay = 10 * time.Second
 	if err := p.cmd.Start(); err != nil {
-		p.closed()
+		_, _ = out.Close(), log.Close()
 		return nil, err
 	}
 	go func() {
 		p.err = p.cmd.Wait()
-		p.closed()
+		_, _ = out.Close(), log.Close()
 		close(p.done)
 	}()
 	return p, nil
@@ -339,8 +343,7 @@ func (p *proc) stop() error {
 	}
 }
 
-// end kills the process (its group: GNU time's child too) if it still
-// runs, and waits for it.
+// end kills the process (its group) if it still runs, and waits for it.
 func (p *proc) end() {
 	if !p.exited() {
 		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)

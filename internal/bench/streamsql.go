@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -225,3 +226,72 @@ func (s *Services) conninfo(db string) string {
 
 // literal is s as a SQL string literal (standard_conforming_strings on).
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// serverCPU is the CPU seconds used so far by the server's processes that
+// where selects in pg_stat_activity (0 when the server's /proc is not this
+// machine's).
+func (b *Bench) serverCPU(ctx context.Context, where string, args ...any) (float64, error) {
+	p, err := b.svc.DB(PG, b.svc.defaultDB(PG))
+	if err != nil {
+		return 0, err
+	}
+	rows, err := p.QueryContext(ctx, "SELECT pid FROM pg_stat_activity WHERE "+where, args...)
+	if err != nil {
+		return 0, fmt.Errorf("the server processes of the change stream: %w", err)
+	}
+	defer rows.Close()
+	var sum float64
+	for rows.Next() {
+		var pid int
+		if err := rows.Scan(&pid); err != nil {
+			return 0, err
+		}
+		if cpu, ok := procCPU(pid); ok {
+			sum += cpu
+		}
+	}
+	return sum, rows.Err()
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/PID/stat's times.
+const clockTicks = 100
+
+// procCPU is the CPU seconds (user and system) process pid has used, from
+// /proc; false when it cannot be read.
+func procCPU(pid int) (float64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')') // the command's name may hold spaces
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:]) // from field 3, the state
+	if len(f) < 13 {
+		return 0, false
+	}
+	user, err1 := strconv.ParseInt(f[11], 10, 64)
+	sys, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return float64(user+sys) / clockTicks, true
+}
+
+// procPeakKB is the peak RSS (VmHWM, KiB) of process pid so far; 0 when it
+// cannot be read.
+func procPeakKB(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
