@@ -57,13 +57,42 @@ type Applier struct {
 	MaxWait    time.Duration
 	Log        *slog.Logger
 	OnApply    func(Applied) // may be nil
+
+	stmts map[stmtKey]string // the upserts' and deletes' texts, by table, kind and rows
+}
+
+// stmtKey names a statement text of run.
+type stmtKey struct {
+	t    *Table
+	kind kind
+	rows int
+}
+
+// stmt is the text of an upsert or a delete of rows rows of t, made once.
+func (a *Applier) stmt(t *Table, k kind, rows int) string {
+	key := stmtKey{t, k, rows}
+	if q, ok := a.stmts[key]; ok {
+		return q
+	}
+	if a.stmts == nil {
+		a.stmts = map[stmtKey]string{}
+	}
+	var q string
+	if k == upsert {
+		q = a.SQL.StreamUpsert(t.Target, t.Columns, t.Key, a.FenceColumn, rows)
+	} else {
+		q = a.SQL.DeleteByKeys(t.Target, t.Key, rows)
+	}
+	a.stmts[key] = q
+	return q
 }
 
 // GroupChanges is the row changes a target transaction groups at least
 // (when the stream has them): each transaction pays a fence check, the
 // stream's state, its count, its position and a commit, and its changes
 // go in fewer, larger statements (measured, 200,000 changes in groups of
-// 5,000 instead of 1,000: 10-15% less time and CPU).
+// 5,000 instead of 1,000: about 8% less time and CPU, for a peak RSS of
+// about 115 MB instead of 85).
 const GroupChanges = 5000
 
 // ErrStopped is the stream found stopping or stopped (a cutover): the
@@ -88,8 +117,10 @@ func (a *Applier) Run(ctx context.Context, lease fence.Lease, rd stream.Reader) 
 		cp := *t
 		exactTables[[2]string{t.Schema, t.Name}] = &cp
 	}
-	txs := make(chan stream.Tx, 256)
-	plans := make(chan planned, 1)
+	// In memory at most: 64 source transactions read ahead, the group the
+	// planner gathers or holds (plans is unbuffered), the group applied.
+	txs := make(chan stream.Tx, 64)
+	plans := make(chan planned)
 	errc := make(chan error, 1)
 	rctx, cancel := context.WithCancel(lctx)
 	defer cancel()
@@ -288,13 +319,13 @@ func (a *Applier) run(ctx context.Context, tx *sql.Tx, o *op) error {
 	case upsert:
 		live := slices.DeleteFunc(o.rows, func(r []any) bool { return r == nil }) // nil: deleted after
 		for rows := range chunks(live, a.SQL.MaxParams()/len(t.Columns)) {
-			if _, err := tx.ExecContext(ctx, a.SQL.StreamUpsert(t.Target, t.Columns, t.Key, a.FenceColumn, len(rows)), flat(rows)...); err != nil {
+			if _, err := tx.ExecContext(ctx, a.stmt(t, upsert, len(rows)), flat(rows)...); err != nil {
 				return fmt.Errorf("apply %d upserts to %s: %w", len(rows), t.Unit, err)
 			}
 		}
 	case del:
 		for keys := range chunks(o.rows, a.SQL.MaxParams()/len(t.Key)) {
-			if _, err := tx.ExecContext(ctx, a.SQL.DeleteByKeys(t.Target, t.Key, len(keys)), flat(keys)...); err != nil {
+			if _, err := tx.ExecContext(ctx, a.stmt(t, del, len(keys)), flat(keys)...); err != nil {
 				return fmt.Errorf("apply %d deletes to %s: %w", len(keys), t.Unit, err)
 			}
 		}
