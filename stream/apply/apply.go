@@ -254,7 +254,7 @@ var errOps = errors.New("apply the changes")
 // order), the position. An empty group only looks at the state.
 func (a *Applier) apply(lease fence.Lease, sess *fence.Session, p *plan, group []stream.Tx, lag stream.Lag) (res Applied, err error) {
 	start := time.Now()
-	_, tx, tctx, end, err := sess.Begin(lease)
+	conn, tx, tctx, end, err := sess.Begin(lease)
 	if err != nil {
 		return res, fmt.Errorf("begin the stream's transaction: %w", err)
 	}
@@ -293,13 +293,11 @@ func (a *Applier) apply(lease fence.Lease, sess *fence.Session, p *plan, group [
 			return res, fmt.Errorf("count the stream's write of %s: %w", u, err)
 		}
 	}
-	for _, o := range p.ops {
-		if err := a.run(tctx, tx, o); err != nil {
-			if p.exact || tctx.Err() != nil {
-				return res, err
-			}
-			return res, fmt.Errorf("%w: %w", errOps, err)
+	if err := a.runOps(tctx, conn, tx, p); err != nil {
+		if p.exact || tctx.Err() != nil {
+			return res, err
 		}
+		return res, fmt.Errorf("%w: %w", errOps, err)
 	}
 	last := group[len(group)-1]
 	lagMs := int64(lag.Seconds * 1000)
@@ -312,37 +310,41 @@ func (a *Applier) apply(lease fence.Lease, sess *fence.Session, p *plan, group [
 	return Applied{Pos: last.End, Txs: len(group), Changes: p.n, Commit: last.Commit, Took: time.Since(start), Lag: lag}, nil
 }
 
-// run executes one op, in chunks that fit the statement's parameters.
-func (a *Applier) run(ctx context.Context, tx *sql.Tx, o *op) error {
-	t := o.t
-	switch o.kind {
-	case upsert:
-		live := slices.DeleteFunc(o.rows, func(r []any) bool { return r == nil }) // nil: deleted after
-		for rows := range chunks(live, a.SQL.MaxParams()/len(t.Columns)) {
-			if _, err := tx.ExecContext(ctx, a.stmt(t, upsert, len(rows)), flat(rows)...); err != nil {
-				return fmt.Errorf("apply %d upserts to %s: %w", len(rows), t.Unit, err)
-			}
+// runOps runs the plan's ops in order: the statements of the upserts and
+// deletes between two partial updates together (exec), each partial update
+// alone (what it does next depends on its result).
+func (a *Applier) runOps(ctx context.Context, conn *sql.Conn, tx *sql.Tx, p *plan) error {
+	var pending []statement
+	for _, o := range p.ops {
+		if o.kind != partial {
+			pending = append(pending, a.statements(o)...)
+			continue
 		}
-	case del:
-		for keys := range chunks(o.rows, a.SQL.MaxParams()/len(t.Key)) {
-			if _, err := tx.ExecContext(ctx, a.stmt(t, del, len(keys)), flat(keys)...); err != nil {
-				return fmt.Errorf("apply %d deletes to %s: %w", len(keys), t.Unit, err)
-			}
+		if err := a.exec(ctx, conn, tx, pending); err != nil {
+			return err
 		}
-	case partial:
-		res, err := tx.ExecContext(ctx, a.SQL.StreamUpdate(t.Target, o.cols, t.Key, a.FenceColumn), append(slices.Clone(o.vals), o.key...)...)
-		if err != nil {
-			return fmt.Errorf("apply an update to %s: %w", t.Unit, err)
+		pending = pending[:0]
+		if err := a.partialUpdate(ctx, tx, o); err != nil {
+			return err
 		}
-		if n, _ := res.RowsAffected(); n > 0 {
-			return nil
-		}
-		// The target does not hold the row yet, so it has no value to
-		// keep for what the change did not carry: the source's row now
-		// is newer than the change, and the stream brings any later one.
-		return a.fetch(ctx, tx, t, o.key)
 	}
-	return nil
+	return a.exec(ctx, conn, tx, pending)
+}
+
+// partialUpdate applies an update that kept some of the row's values.
+func (a *Applier) partialUpdate(ctx context.Context, tx *sql.Tx, o *op) error {
+	t := o.t
+	res, err := tx.ExecContext(ctx, a.SQL.StreamUpdate(t.Target, o.cols, t.Key, a.FenceColumn), append(slices.Clone(o.vals), o.key...)...)
+	if err != nil {
+		return fmt.Errorf("apply an update to %s: %w", t.Unit, err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		return nil
+	}
+	// The target does not hold the row yet, so it has no value to keep
+	// for what the change did not carry: the source's row now is newer
+	// than the change, and the stream brings any later one.
+	return a.fetch(ctx, tx, t, o.key)
 }
 
 // fetch upserts the source's row of key as it is now (none if it is gone).

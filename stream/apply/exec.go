@@ -1,0 +1,78 @@
+package apply
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// statement is one statement of the ops: its text, its arguments and
+// what it does, for its error.
+type statement struct {
+	sql  string
+	args []any
+	what string
+}
+
+// statements are an upsert's or a delete's statements, in chunks that fit
+// the statement's parameters.
+func (a *Applier) statements(o *op) []statement {
+	t := o.t
+	var out []statement
+	switch o.kind {
+	case upsert:
+		live := slices.DeleteFunc(o.rows, func(r []any) bool { return r == nil }) // nil: deleted after
+		for rows := range chunks(live, a.SQL.MaxParams()/len(t.Columns)) {
+			out = append(out, statement{a.stmt(t, upsert, len(rows)), flat(rows), fmt.Sprintf("apply %d upserts to %s", len(rows), t.Unit)})
+		}
+	case del:
+		for keys := range chunks(o.rows, a.SQL.MaxParams()/len(t.Key)) {
+			out = append(out, statement{a.stmt(t, del, len(keys)), flat(keys), fmt.Sprintf("apply %d deletes to %s", len(keys), t.Unit)})
+		}
+	}
+	return out
+}
+
+// pgxConn is the driver connection of pgx's database/sql driver.
+type pgxConn interface{ Conn() *pgx.Conn }
+
+// exec runs stmts in tx, in order. On a PostgreSQL target (pgx's
+// connection under conn) they go as one batch: every statement sent before
+// the first result is read, one round trip instead of one each; the
+// first that fails aborts the transaction, as it would one by one.
+func (a *Applier) exec(ctx context.Context, conn *sql.Conn, tx *sql.Tx, stmts []statement) error {
+	if len(stmts) > 1 && conn != nil {
+		batched := false
+		err := conn.Raw(func(dc any) error {
+			c, ok := dc.(pgxConn)
+			if !ok {
+				return nil
+			}
+			batched = true
+			b := &pgx.Batch{}
+			for _, s := range stmts {
+				b.Queue(s.sql, s.args...)
+			}
+			br := c.Conn().SendBatch(ctx, b)
+			for _, s := range stmts {
+				if _, err := br.Exec(); err != nil {
+					_ = br.Close()
+					return fmt.Errorf("%s: %w", s.what, err)
+				}
+			}
+			return br.Close()
+		})
+		if batched || err != nil {
+			return err
+		}
+	}
+	for _, s := range stmts {
+		if _, err := tx.ExecContext(ctx, s.sql, s.args...); err != nil {
+			return fmt.Errorf("%s: %w", s.what, err)
+		}
+	}
+	return nil
+}
