@@ -204,7 +204,6 @@ func (r *Reader) Behind() stream.Lag {
 func (r *Reader) Close() error {
 	r.closeOnce.Do(func() {
 		r.cancel()
-		_ = r.conn.Conn().SetReadDeadline(time.Now()) // ends the receive under way
 		<-r.done
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -247,15 +246,9 @@ func (r *Reader) run(ctx context.Context) {
 func (r *Reader) loop(ctx context.Context) error {
 	var lastStatus time.Time
 	r.lastRecv = time.Now()
-	// A receive waits until the next status update is due: the
-	// connection's read deadline, set once per interval, rather than a
-	// context, which pgconn would watch anew for every message. Close
-	// moves the deadline to now.
-	var deadline time.Time
+	var rc receiveCtx
+	defer rc.stop()
 	for {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
 		now := time.Now()
 		if now.Sub(lastStatus) >= r.c.status {
 			if err := r.sendStatus(true); err != nil {
@@ -266,13 +259,7 @@ func (r *Reader) loop(ctx context.Context) error {
 		if dead := max(deadAfter, 3*r.c.status); now.Sub(r.lastRecv) > dead {
 			return fmt.Errorf("pgstream: no message from the server on the slot %s for %s: the connection is presumed dead; open again from the last committed position", r.c.name, dead)
 		}
-		if d := lastStatus.Add(r.c.status); !d.Equal(deadline) {
-			if err := r.conn.Conn().SetReadDeadline(d); err != nil {
-				return fmt.Errorf("pgstream: read the replication stream of the slot %s: %w; open again from the last committed position", r.c.name, err)
-			}
-			deadline = d
-		}
-		msg, err := r.conn.ReceiveMessage(context.Background())
+		msg, err := r.conn.ReceiveMessage(rc.until(ctx, lastStatus.Add(r.c.status)))
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -300,6 +287,30 @@ func (r *Reader) loop(ctx context.Context) error {
 		case *pgproto3.CopyDone:
 			return fmt.Errorf("pgstream: the server ended the replication stream of the slot %s; open again from the last committed position", r.c.name)
 		}
+	}
+}
+
+// receiveCtx is the context of the receives until the next status update
+// is due: one for all the messages received until then, not one a message.
+type receiveCtx struct {
+	ctx      context.Context
+	cancel   context.CancelFunc
+	deadline time.Time
+}
+
+// until is a context of parent that ends at d.
+func (c *receiveCtx) until(parent context.Context, d time.Time) context.Context {
+	if c.ctx == nil || !d.Equal(c.deadline) {
+		c.stop()
+		c.ctx, c.cancel = context.WithDeadline(parent, d)
+		c.deadline = d
+	}
+	return c.ctx
+}
+
+func (c *receiveCtx) stop() {
+	if c.cancel != nil {
+		c.cancel()
 	}
 }
 
