@@ -183,7 +183,7 @@ func (w *streamWork) Run(ctx context.Context, c *hold.Claim) error {
 	w.log.Info("applying the change stream", "from", w.st.Pos, "token", c.Lease.Token())
 	var logged time.Time
 	a := &apply.Applier{Target: r.dst, SQL: r.dstD, Fence: r.fence, Unit: c.Unit, FenceColumn: r.plan.FenceColumn,
-		Tables: w.tables, MaxChanges: max(r.plan.BatchSize, apply.GroupChanges), MaxWait: 20 * time.Millisecond, Log: w.log,
+		Tables: w.tables, MaxChanges: r.plan.BatchSize, MaxWait: 20 * time.Millisecond, Log: w.log,
 		OnApply: func(a apply.Applied) {
 			r.opts.Metrics.StreamApplied(a.Txs, a.Changes, a.Lag.Seconds, a.Lag.Bytes)
 			if time.Since(logged) >= 10*time.Second {
