@@ -280,21 +280,20 @@ func (a *Applier) apply(lease fence.Lease, sess *fence.Session, p *plan, group [
 		units = append(units, u)
 	}
 	slices.Sort(units) // one lock order for every applier and copy batch
+	var bumps []statement
 	for _, u := range units {
-		if _, err := tx.ExecContext(tctx, a.SQL.StreamBump(), a.Unit.Plan, u); err != nil {
-			return res, fmt.Errorf("count the stream's write of %s: %w", u, err)
-		}
-	}
-	if err := a.runOps(tctx, conn, tx, p); err != nil {
-		if p.exact || tctx.Err() != nil {
-			return res, err
-		}
-		return res, fmt.Errorf("%w: %w", errOps, err)
+		bumps = append(bumps, statement{sql: a.SQL.StreamBump(), args: []any{a.Unit.Plan, u}, what: "count the stream's write of " + u})
 	}
 	last := group[len(group)-1]
 	lagMs := int64(lag.Seconds * 1000)
-	if _, err := tx.ExecContext(tctx, a.SQL.StreamAdvance(), string(last.End), len(group), p.n, nullTime(last.Commit), lagMs, lag.Bytes, a.Unit.Plan); err != nil {
-		return res, fmt.Errorf("advance the stream to %s: %w", last.End, err)
+	advance := statement{sql: a.SQL.StreamAdvance(), args: []any{string(last.End), len(group), p.n, nullTime(last.Commit), lagMs, lag.Bytes, a.Unit.Plan},
+		what: "advance the stream to " + string(last.End)}
+	if err := a.runOps(tctx, conn, tx, p, bumps, advance); err != nil {
+		var se *stmtError
+		if p.exact || tctx.Err() != nil || !errors.As(err, &se) || !se.op {
+			return res, err
+		}
+		return res, fmt.Errorf("%w: %w", errOps, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return res, fmt.Errorf("commit the stream up to %s: %w", last.End, err)
@@ -302,11 +301,12 @@ func (a *Applier) apply(lease fence.Lease, sess *fence.Session, p *plan, group [
 	return Applied{Pos: last.End, Txs: len(group), Changes: p.n, Commit: last.Commit, Took: time.Since(start), Lag: lag}, nil
 }
 
-// runOps runs the plan's ops in order: the statements of the upserts and
-// deletes between two partial updates together (exec), each partial update
-// alone (what it does next depends on its result).
-func (a *Applier) runOps(ctx context.Context, conn *sql.Conn, tx *sql.Tx, p *plan) error {
-	var pending []statement
+// runOps runs, in order, the counts (bumps), the plan's ops and the
+// position (advance): the statements between two partial updates together
+// (exec), each partial update alone (what it does next depends on its
+// result). A failure of an op is a *stmtError whose op is true.
+func (a *Applier) runOps(ctx context.Context, conn *sql.Conn, tx *sql.Tx, p *plan, bumps []statement, advance statement) error {
+	pending := bumps
 	for _, o := range p.ops {
 		if o.kind != partial {
 			pending = append(pending, a.statements(o)...)
@@ -315,12 +315,12 @@ func (a *Applier) runOps(ctx context.Context, conn *sql.Conn, tx *sql.Tx, p *pla
 		if err := a.exec(ctx, conn, tx, pending); err != nil {
 			return err
 		}
-		pending = pending[:0]
+		pending = nil
 		if err := a.partialUpdate(ctx, tx, o); err != nil {
-			return err
+			return &stmtError{op: true, err: err}
 		}
 	}
-	return a.exec(ctx, conn, tx, pending)
+	return a.exec(ctx, conn, tx, append(pending, advance))
 }
 
 // partialUpdate applies an update that kept some of the row's values.
