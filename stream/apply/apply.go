@@ -357,25 +357,34 @@ func (a *Applier) fetch(ctx context.Context, tx *sql.Tx, t *Table, key []any) er
 	return nil
 }
 
-// maxChunk bounds the rows of one statement.
-const maxChunk = 1024
+// maxChunk bounds the rows of one statement; a last statement of fewer
+// than smallChunk rows takes them all.
+const (
+	maxChunk   = 1024
+	smallChunk = 64
+)
 
 // chunks cuts rows into statements of a power of two rows each, the
-// largest that fits, at most maxChunk and at most per: however many rows
-// each group holds, a few statement texts, which pgx prepares once per
-// connection (its statement cache), instead of a new text of thousands of
-// parameters to parse and plan for every group (measured: half the
-// server's CPU of an upsert of 700 rows).
+// largest that fits (at most maxChunk and at most per), and a last one of
+// the fewer than smallChunk rows left: however many rows each group holds,
+// a few statement texts, which pgx prepares once per connection (its
+// statement cache), instead of a new text of thousands of parameters to
+// parse and plan for every group (measured: half the server's CPU of an
+// upsert of 700 rows).
 func chunks(rows [][]any, per int) iter.Seq[[][]any] {
 	limit := 1
 	for limit*2 <= min(per, maxChunk) {
 		limit *= 2
 	}
+	small := min(smallChunk, limit)
 	return func(yield func([][]any) bool) {
 		for len(rows) > 0 {
-			n := limit
-			for n > len(rows) {
-				n /= 2
+			n := len(rows)
+			if n >= small {
+				n = limit
+				for n > len(rows) {
+					n /= 2
+				}
 			}
 			if !yield(rows[:n]) {
 				return

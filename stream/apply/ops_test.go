@@ -210,14 +210,15 @@ func TestKeyString(t *testing.T) {
 }
 
 func TestChunks(t *testing.T) {
-	for _, tc := range []struct{ n, per int }{{0, 100}, {1, 100}, {700, 6553}, {5000, 6553}, {700, 100}, {3, 1}} {
+	for _, tc := range []struct{ n, per int }{{0, 100}, {1, 100}, {700, 6553}, {5000, 6553}, {700, 100}, {3, 1}, {63, 6553}, {127, 6553}, {30, 8}} {
 		rows := make([][]any, tc.n)
 		var sizes []int
 		total := 0
 		for c := range chunks(rows, tc.per) {
 			sizes = append(sizes, len(c))
 			total += len(c)
-			if len(c)&(len(c)-1) != 0 || len(c) > tc.per || len(c) > maxChunk {
+			last := total == tc.n
+			if (len(c)&(len(c)-1) != 0 && !(last && len(c) < smallChunk)) || len(c) > tc.per || len(c) > maxChunk {
 				t.Errorf("chunks(%d, %d): a chunk of %d", tc.n, tc.per, len(c))
 			}
 		}
