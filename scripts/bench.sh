@@ -9,6 +9,8 @@
 #   BENCH_ONLY=pg-pg,verify make bench           some of it
 #   BENCH_SCALE_ROWS=10000000 make bench         also the peak RSS of PG->PG at 10M rows
 #   BENCH_ONLY=fleet make bench                  only the fleet table (BENCH_FLEET=1: also)
+#   BENCH_ONLY=stream make bench                 only the change stream: migrate's applier against
+#                                                PostgreSQL's CREATE SUBSCRIPTION on the same backlog
 #   scripts/bench.sh -h                          every knob (BENCH_* or a flag)
 #
 # Arguments go to cmd/bench as flags. The report goes to stdout, progress to

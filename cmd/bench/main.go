@@ -110,13 +110,15 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, error) {
 	rows := fs.String("rows", env("BENCH_ROWS", "1000000"), "rows of the seeded table, >= 1000; env BENCH_ROWS")
 	runs := fs.String("runs", env("BENCH_RUNS", "3"), "runs, in alternation; the report gives medians; env BENCH_RUNS")
 	only := fs.String("only", env("BENCH_ONLY", ""), "comma-separated directions ("+strings.Join(bench.Directions, ", ")+
-		") and extras ("+strings.Join(bench.Extras, ", ")+"); listed directions run with the listed extras, none listed means all; fleet alone runs only itself; env BENCH_ONLY")
+		") and extras ("+strings.Join(bench.Extras, ", ")+"); listed directions run with the listed extras, none listed means all; fleet and stream listed alone run only themselves; env BENCH_ONLY")
 	scale := fs.String("scale-rows", env("BENCH_SCALE_ROWS", ""), "also copy PG->PG once at this many rows (database bench_scale), for its peak RSS; env BENCH_SCALE_ROWS")
 	durable := fs.String("durable", env("BENCH_DURABLE", "1"), "1: fsync, synchronous_commit, full_page_writes and innodb_flush_log_at_trx_commit=1 on the whole servers for the length of the bench; 0: services.sh's fast settings; env BENCH_DURABLE")
 	fleet := fs.String("fleet", env("BENCH_FLEET", ""), "1: add the fleet table to a full bench; env BENCH_FLEET")
 	shards := fs.String("fleet-shards", env("BENCH_FLEET_SHARDS", "1 2 4"), "the fleet's shard counts; env BENCH_FLEET_SHARDS")
 	instances := fs.String("fleet-instances", env("BENCH_FLEET_INSTANCES", "1 2 3"), "the fleet's instance counts; env BENCH_FLEET_INSTANCES")
 	ttl := fs.String("fleet-ttl", env("BENCH_FLEET_TTL", "30s"), "the fleet plan's lease_ttl; env BENCH_FLEET_TTL")
+	streamRows := fs.String("stream-rows", env("BENCH_STREAM_ROWS", "100000"), "the change stream's table (database bench_stream_src), >= 1000 rows; env BENCH_STREAM_ROWS")
+	streamChanges := fs.String("stream-changes", env("BENCH_STREAM_CHANGES", "200000"), "row changes applied by each measurement of the change stream (40% updates, 30% inserts, 30% deletes, 10 per source transaction), >= 1000; env BENCH_STREAM_CHANGES")
 	if err := fs.Parse(args); err != nil {
 		return bench.Config{}, err
 	}
@@ -138,6 +140,8 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, error) {
 	num("rows (BENCH_ROWS)", *rows, &cfg.Rows)
 	num("runs (BENCH_RUNS)", *runs, &cfg.Runs)
 	num("scale-rows (BENCH_SCALE_ROWS)", *scale, &cfg.ScaleRows)
+	num("stream-rows (BENCH_STREAM_ROWS)", *streamRows, &cfg.StreamRows)
+	num("stream-changes (BENCH_STREAM_CHANGES)", *streamChanges, &cfg.StreamChanges)
 	var fleetOn bool
 	for _, sw := range []struct {
 		name, v string

@@ -13,7 +13,7 @@ import (
 // clearEnv unsets every knob for the length of the test.
 func clearEnv(t *testing.T) {
 	for _, k := range []string{"BENCH_ROWS", "BENCH_RUNS", "BENCH_ONLY", "BENCH_SCALE_ROWS", "BENCH_DURABLE",
-		"BENCH_FLEET", "BENCH_FLEET_SHARDS", "BENCH_FLEET_INSTANCES", "BENCH_FLEET_TTL"} {
+		"BENCH_FLEET", "BENCH_FLEET_SHARDS", "BENCH_FLEET_INSTANCES", "BENCH_FLEET_TTL", "BENCH_STREAM_ROWS", "BENCH_STREAM_CHANGES"} {
 		t.Setenv(k, "") // restored after the test
 		if err := os.Unsetenv(k); err != nil {
 			t.Fatal(err)
@@ -27,7 +27,8 @@ func TestParseFlags_defaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Rows != 1000000 || cfg.Runs != 3 || cfg.ScaleRows != 0 || !cfg.Durable || cfg.FleetTTL != "30s" {
+	if cfg.Rows != 1000000 || cfg.Runs != 3 || cfg.ScaleRows != 0 || !cfg.Durable || cfg.FleetTTL != "30s" ||
+		cfg.StreamRows != 100000 || cfg.StreamChanges != 200000 || !cfg.Sections.Stream() {
 		t.Errorf("defaults: %+v", cfg)
 	}
 	if !slices.Equal(cfg.FleetShards, []int{1, 2, 4}) || !slices.Equal(cfg.FleetInstances, []int{1, 2, 3}) {
@@ -50,7 +51,7 @@ func TestParseFlags_env(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.Rows != 100000 || cfg.Runs != 1 || cfg.Durable || !cfg.Sections.FleetAlone() ||
+	if cfg.Rows != 100000 || cfg.Runs != 1 || cfg.Durable || !cfg.Sections.Alone() ||
 		!slices.Equal(cfg.FleetShards, []int{2, 8}) || cfg.FleetTTL != "3s" {
 		t.Errorf("from the environment: %+v", cfg)
 	}
@@ -59,7 +60,7 @@ func TestParseFlags_env(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if cfg.Rows != 5000 || cfg.Sections.FleetAlone() || !cfg.Sections.Dir("pg-pg") || cfg.Sections.Dir("my-my") {
+		if cfg.Rows != 5000 || cfg.Sections.Alone() || !cfg.Sections.Dir("pg-pg") || cfg.Sections.Dir("my-my") {
 			t.Errorf("flags over the environment: %+v", cfg)
 		}
 	})
@@ -86,6 +87,8 @@ func TestParseFlags_invalid(t *testing.T) {
 		{"fleet shards", []string{"-only", "fleet", "-fleet-shards", "1 0"}, nil, "BENCH_FLEET_SHARDS"},
 		{"fleet ttl", []string{"-fleet", "1", "-fleet-ttl", "soon"}, nil, "BENCH_FLEET_TTL"},
 		{"argument", []string{"pg-pg"}, nil, "unexpected argument"},
+		{"stream changes", []string{"-only", "stream"}, map[string]string{"BENCH_STREAM_CHANGES": "500"}, "BENCH_STREAM_CHANGES"},
+		{"stream rows", nil, map[string]string{"BENCH_STREAM_ROWS": "many"}, "BENCH_STREAM_ROWS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clearEnv(t)

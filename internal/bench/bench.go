@@ -60,6 +60,7 @@ type Bench struct {
 	flushBefore    int  // MariaDB's innodb_flush_log_at_trx_commit before
 	pgloaderBroken bool // pgloader could not be installed
 	aptUpdated     bool
+	streamBytes    int64 // the change stream's source table, seeded
 }
 
 // New prepares a bench of cfg on svc; repo is the module's root.
@@ -110,10 +111,12 @@ func (b *Bench) measure(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := b.seed(ctx, PG, srcDB, b.cfg.Rows); err != nil {
-		return err
+	if !b.cfg.Sections.Alone() || b.cfg.Sections.Fleet() {
+		if err := b.seed(ctx, PG, srcDB, b.cfg.Rows); err != nil {
+			return err
+		}
 	}
-	if !b.cfg.Sections.FleetAlone() {
+	if !b.cfg.Sections.Alone() {
 		for _, step := range []func(context.Context) error{
 			func(ctx context.Context) error { return b.seed(ctx, MY, srcDB, b.cfg.Rows) },
 			b.sameData, b.setupMYFiles, b.writeLoadFiles,
@@ -168,6 +171,9 @@ func (b *Bench) measureRun(ctx context.Context) error {
 	}
 	if sec.Fleet() {
 		steps = append(steps, func() error { return b.fleetCells(ctx) })
+	}
+	if sec.Stream() {
+		steps = append(steps, func() error { return b.streamRun(ctx) })
 	}
 	for _, step := range steps {
 		if err := step(); err != nil {
@@ -234,9 +240,10 @@ func (b *Bench) git(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), err
 }
 
-// cleanup drops the target databases and deletes the plans' Redis keys and
-// the bulk files (the sources stay), puts back the durability settings and
-// removes the work folder; also when ctx was cancelled.
+// cleanup drops the target databases (and the change stream's databases,
+// slots and subscriptions) and deletes the plans' Redis keys and the bulk
+// files (the sources stay), puts back the durability settings and removes
+// the work folder; also when ctx was cancelled.
 func (b *Bench) cleanup(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
@@ -244,6 +251,11 @@ func (b *Bench) cleanup(ctx context.Context) {
 	for _, e := range []Engine{PG, MY} {
 		if err := b.svc.Drop(ctx, e, dstDB); err != nil {
 			b.logf("warning: %v", err)
+		}
+	}
+	if b.cfg.Sections.Stream() {
+		if err := b.streamReset(ctx, false); err != nil {
+			b.logf("warning: the change stream's databases: %v", b.svc.Redact(err.Error()))
 		}
 	}
 	if err := b.delKeys(ctx, "migrate:{"+b.tag+"-*"); err != nil {

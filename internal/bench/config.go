@@ -13,7 +13,10 @@ import (
 // words of Config.Sections (BENCH_ONLY).
 var (
 	Directions = []string{"pg-pg", "my-my", "pg-my", "my-pg"}
-	Extras     = []string{"replay", "verify", "pgloader", "scale", "fleet"}
+	Extras     = []string{"replay", "verify", "pgloader", "scale", "fleet", "stream"}
+	// standalone are the extras that are sections of their own: listed
+	// without a direction or another extra, they are all that runs.
+	standalone = []string{"fleet", "stream"}
 )
 
 // ErrConfig marks a knob with a value the bench cannot use.
@@ -26,6 +29,10 @@ type Config struct {
 	ScaleRows int      // > 0: also PG->PG once at this many rows, for its peak RSS
 	Durable   bool     // durable commits on both servers for the length of the bench
 	Sections  Sections // which directions and extras
+	// The change stream (PG->PG): the rows of its table, and the row
+	// changes applied by each measurement (a multiple of 10).
+	StreamRows    int
+	StreamChanges int
 	// The fleet table: shard counts, instance counts, the plan's lease TTL.
 	FleetShards    []int
 	FleetInstances []int
@@ -35,12 +42,13 @@ type Config struct {
 // Sections is a choice of directions and extras (BENCH_ONLY, BENCH_FLEET).
 // Listed directions run with the listed extras; no direction listed means
 // all of them, no extra listed means all of them (scale only with
-// Config.ScaleRows, fleet only with BENCH_FLEET). fleet runs whenever it is
-// listed, and alone it is all that runs.
+// Config.ScaleRows, fleet only with BENCH_FLEET, stream with pg-pg). fleet
+// and stream run whenever they are listed, and listed alone (one or both)
+// they are all that runs.
 type Sections struct {
 	dirs, extras []string
 	fleet        bool // BENCH_FLEET=1
-	alone        bool // fleet listed, nothing else
+	alone        bool // only fleet or stream listed
 }
 
 // ParseSections reads a list of directions and extras separated by commas
@@ -59,7 +67,7 @@ func ParseSections(only string, fleet bool) (Sections, error) {
 		}
 	}
 	if len(s.dirs) == 0 && len(s.extras) > 0 {
-		s.alone = !slices.ContainsFunc(s.extras, func(e string) bool { return e != "fleet" })
+		s.alone = !slices.ContainsFunc(s.extras, func(e string) bool { return !slices.Contains(standalone, e) })
 	}
 	return s, nil
 }
@@ -80,9 +88,19 @@ func (s Sections) Fleet() bool {
 	return slices.Contains(s.extras, "fleet") || (s.fleet && s.Extra("fleet"))
 }
 
-// FleetAlone reports whether the fleet table is all that runs (no
-// direction, no MariaDB seed).
-func (s Sections) FleetAlone() bool { return s.alone }
+// Stream reports whether the change stream is measured: stream listed, or
+// pg-pg runs and no extra is listed.
+func (s Sections) Stream() bool {
+	return slices.Contains(s.extras, "stream") || (s.Dir("pg-pg") && s.Extra("stream"))
+}
+
+// Alone reports whether only the standalone sections run (the fleet table,
+// the change stream): no direction, no MariaDB seed.
+func (s Sections) Alone() bool { return s.alone }
+
+// StreamBacklog is the row changes of the change stream's backlog:
+// StreamChanges made a multiple of 10 (10 per source transaction).
+func (c Config) StreamBacklog() int { return c.StreamChanges / 10 * 10 }
 
 // Scale reports whether the PG->PG run at cfg.ScaleRows runs.
 func (c Config) Scale() bool {
@@ -99,6 +117,9 @@ func (c Config) Validate() error {
 	}
 	if c.ScaleRows < 0 {
 		return fmt.Errorf("%w: BENCH_SCALE_ROWS must be a number >= 0", ErrConfig)
+	}
+	if c.Sections.Stream() && (c.StreamRows < 1000 || c.StreamChanges < 1000) {
+		return fmt.Errorf("%w: BENCH_STREAM_ROWS and BENCH_STREAM_CHANGES must be numbers >= 1000", ErrConfig)
 	}
 	if !c.Sections.Fleet() {
 		return nil

@@ -10,6 +10,7 @@ func TestParseSections(t *testing.T) {
 	type want struct {
 		dirs, extras []string
 		fleet, alone bool
+		stream       bool
 	}
 	all := Directions
 	for _, tc := range []struct {
@@ -17,15 +18,20 @@ func TestParseSections(t *testing.T) {
 		fleet bool
 		want  want
 	}{
-		{"", false, want{all, []string{"replay", "verify", "pgloader", "scale"}, false, false}},
-		{"", true, want{all, []string{"replay", "verify", "pgloader", "scale"}, true, false}},
-		{"pg-pg,verify", false, want{[]string{"pg-pg"}, []string{"verify"}, false, false}},
-		{"pg-pg verify", true, want{[]string{"pg-pg"}, []string{"verify"}, false, false}},
-		{"my-pg", false, want{[]string{"my-pg"}, []string{"replay", "verify", "pgloader", "scale"}, false, false}},
-		{"replay", false, want{all, []string{"replay"}, false, false}},
-		{"fleet", false, want{nil, nil, true, true}},
-		{"fleet,replay", false, want{all, []string{"replay"}, true, false}},
-		{"pg-pg,fleet", false, want{[]string{"pg-pg"}, nil, true, false}},
+		{"", false, want{all, []string{"replay", "verify", "pgloader", "scale"}, false, false, true}},
+		{"", true, want{all, []string{"replay", "verify", "pgloader", "scale"}, true, false, true}},
+		{"pg-pg,verify", false, want{[]string{"pg-pg"}, []string{"verify"}, false, false, false}},
+		{"pg-pg verify", true, want{[]string{"pg-pg"}, []string{"verify"}, false, false, false}},
+		{"my-pg", false, want{[]string{"my-pg"}, []string{"replay", "verify", "pgloader", "scale"}, false, false, false}},
+		{"pg-pg", false, want{[]string{"pg-pg"}, []string{"replay", "verify", "pgloader", "scale"}, false, false, true}},
+		{"replay", false, want{all, []string{"replay"}, false, false, false}},
+		{"fleet", false, want{nil, nil, true, true, false}},
+		{"fleet,replay", false, want{all, []string{"replay"}, true, false, false}},
+		{"pg-pg,fleet", false, want{[]string{"pg-pg"}, nil, true, false, false}},
+		{"stream", false, want{nil, nil, false, true, true}},
+		{"stream", true, want{nil, nil, false, true, true}},
+		{"stream,fleet", false, want{nil, nil, true, true, true}},
+		{"my-my,stream", false, want{[]string{"my-my"}, nil, false, false, true}},
 	} {
 		t.Run(tc.only, func(t *testing.T) {
 			s, err := ParseSections(tc.only, tc.fleet)
@@ -39,15 +45,15 @@ func TestParseSections(t *testing.T) {
 				}
 			}
 			for _, e := range Extras {
-				if e != "fleet" && s.Extra(e) {
+				if e != "fleet" && e != "stream" && s.Extra(e) {
 					extras = append(extras, e)
 				}
 			}
 			if !slices.Equal(dirs, tc.want.dirs) || !slices.Equal(extras, tc.want.extras) {
 				t.Errorf("directions %v, extras %v; want %v, %v", dirs, extras, tc.want.dirs, tc.want.extras)
 			}
-			if s.Fleet() != tc.want.fleet || s.FleetAlone() != tc.want.alone {
-				t.Errorf("Fleet() %v, FleetAlone() %v; want %v, %v", s.Fleet(), s.FleetAlone(), tc.want.fleet, tc.want.alone)
+			if s.Fleet() != tc.want.fleet || s.Alone() != tc.want.alone || s.Stream() != tc.want.stream {
+				t.Errorf("Fleet() %v, Alone() %v, Stream() %v; want %v, %v, %v", s.Fleet(), s.Alone(), s.Stream(), tc.want.fleet, tc.want.alone, tc.want.stream)
 			}
 		})
 	}
@@ -93,9 +99,22 @@ func TestConfig_Validate(t *testing.T) {
 		})
 	}
 	t.Run("fleet knobs unused", func(t *testing.T) {
-		c := Config{Rows: 1000, Runs: 1}
+		c := Config{Rows: 1000, Runs: 1, StreamRows: 1000, StreamChanges: 1000}
 		if err := c.Validate(); err != nil {
 			t.Errorf("err = %v: the fleet's knobs matter only when the fleet runs", err)
+		}
+	})
+	t.Run("stream knobs", func(t *testing.T) {
+		stream, _ := ParseSections("stream", false)
+		c := Config{Rows: 1000, Runs: 1, Sections: stream, StreamRows: 1000, StreamChanges: 1000}
+		if err := c.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		for _, bad := range []Config{{StreamRows: 999, StreamChanges: 1000}, {StreamRows: 1000, StreamChanges: 10}} {
+			bad.Rows, bad.Runs, bad.Sections = 1000, 1, stream
+			if err := bad.Validate(); !errors.Is(err, ErrConfig) {
+				t.Errorf("%+v: err = %v, want ErrConfig", bad, err)
+			}
 		}
 	})
 }

@@ -15,15 +15,18 @@ func (b *Bench) report(ctx context.Context) (*Report, error) {
 	rp := &Report{Config: b.cfg, Results: b.res, Tables: Tables{MYBulk: b.my.bulk}}
 	e := &rp.Env
 	e.Date, e.BuildRev, e.Cores, e.MemBytes = time.Now(), b.buildRev, runtime.NumCPU(), memTotal()
-	if err := b.svc.Scan(ctx, PG, srcDB, "SELECT pg_table_size('orders')", &rp.Tables.PGBytes); err != nil {
-		return nil, err
+	rp.Tables.StreamBytes = b.streamBytes
+	if sec := b.cfg.Sections; !sec.Alone() || sec.Fleet() {
+		if err := b.svc.Scan(ctx, PG, srcDB, "SELECT pg_table_size('orders')", &rp.Tables.PGBytes); err != nil {
+			return nil, err
+		}
 	}
-	if err := b.svc.Scan(ctx, PG, srcDB, "SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit')",
+	if err := b.svc.Scan(ctx, PG, "", "SELECT current_setting('server_version'), current_setting('fsync'), current_setting('synchronous_commit')",
 		&e.PGVersion, &e.PGFsync, &e.PGSync); err != nil {
 		return nil, err
 	}
 	e.PGVersion, _, _ = strings.Cut(e.PGVersion, " ")
-	if b.cfg.Sections.FleetAlone() {
+	if b.cfg.Sections.Alone() {
 		e.Redis = b.redisVersion(ctx)
 		return rp, nil
 	}

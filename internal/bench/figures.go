@@ -43,3 +43,11 @@ func Larger(a, b Figure) Figure {
 	}
 	return Some(max(a.V, b.V))
 }
+
+// Rate is n per the figure's seconds; none when it is none or not positive.
+func Rate(n float64, sec Figure) Figure {
+	if !sec.Valid || sec.V <= 0 {
+		return Figure{}
+	}
+	return Some(n / sec.V)
+}

@@ -50,6 +50,7 @@ type Line struct {
 type Tables struct {
 	PGBytes, MYBytes int64  // the source table's size in each engine
 	ScaleBytes       int64  // the PostgreSQL table of Config.ScaleRows rows
+	StreamBytes      int64  // the change stream's table, seeded
 	MYBulk           string // the MY->MY baseline as the table names it
 }
 
@@ -103,8 +104,27 @@ func Lines(cfg Config, t Tables) []Line {
 	return out
 }
 
-// Goals are the goals of issue 15 (issue 6's, raised) for the sections of cfg, from r.
+// Goals are the goals of issue 15 (issue 6's, raised) and the change
+// stream's for the sections of cfg, from r.
 func Goals(cfg Config, r *Results, myBulk string) []Goal {
+	sec := cfg.Sections
+	var out []Goal
+	add := func(label string, v Figure, op Op, target float64) {
+		out = append(out, Goal{label, v, op, target})
+	}
+	ratio := func(a, b string) Figure { return Ratio(r.Median(a), r.Median(b)) }
+	if !sec.Alone() {
+		out = copyGoals(cfg, r, myBulk)
+	}
+	if sec.Stream() {
+		add("stream: applier / PostgreSQL subscription", ratio("stream.migrate", "stream.native"), AtMost, 1.5)
+		add("stream: applier, changes/s", Rate(float64(cfg.StreamBacklog()), r.Median("stream.migrate")), AtLeast, 10000)
+	}
+	return out
+}
+
+// copyGoals are the goals of the directions and their extras.
+func copyGoals(cfg Config, r *Results, myBulk string) []Goal {
 	sec := cfg.Sections
 	var out []Goal
 	add := func(label string, v Figure, op Op, target float64) {

@@ -31,17 +31,24 @@ type Report struct {
 	Results *Results
 }
 
-// Write writes the report: the header, the table of medians, the goals,
-// the fleet table and what failed; or, for a fleet-only bench, the header,
-// the fleet table and what failed.
+// Write writes the report: the header, the table of medians, the change
+// stream's table, the goals, the fleet table and what failed; the
+// standalone sections (fleet, stream) alone have no table of medians, and
+// the fleet alone no goals.
 func (rp *Report) Write(w io.Writer) error {
 	ew := &errWriter{w: w}
 	rp.header(ew)
-	if !rp.Config.Sections.FleetAlone() {
+	sec := rp.Config.Sections
+	if !sec.Alone() {
 		rp.table(ew)
+	}
+	if sec.Stream() {
+		rp.stream(ew)
+	}
+	if !sec.Alone() || sec.Stream() {
 		rp.goals(ew)
 	}
-	if rp.Config.Sections.Fleet() {
+	if sec.Fleet() {
 		rp.fleet(ew)
 	}
 	rp.failed(ew)
@@ -50,15 +57,21 @@ func (rp *Report) Write(w io.Writer) error {
 
 func (rp *Report) header(w *errWriter) {
 	c, e, t := rp.Config, rp.Env, rp.Tables
-	w.printf("\nmigrate bench: %d rows, %d run(s), medians; %s; bin/migrate built from %s\n",
-		c.Rows, c.Runs, e.Date.UTC().Format("2006-01-02T15:04Z"), e.BuildRev)
+	rows := fmt.Sprintf("%d rows, ", c.Rows)
+	if c.Sections.Alone() && !c.Sections.Fleet() {
+		rows = "" // the change stream's table is its own
+	}
+	w.printf("\nmigrate bench: %s%d run(s), medians; %s; bin/migrate built from %s\n",
+		rows, c.Runs, e.Date.UTC().Format("2006-01-02T15:04Z"), e.BuildRev)
 	perRow := func(b int64) string {
 		return fmt.Sprintf("%.1f MB (%.0f B/row)", float64(b)/1e6, float64(b)/float64(c.Rows))
 	}
 	machine := fmt.Sprintf("machine: %d cores, %.0f GiB; PostgreSQL %s fsync=%s synchronous_commit=%s;",
 		e.Cores, float64(e.MemBytes)/(1<<30), e.PGVersion, e.PGFsync, e.PGSync)
-	if c.Sections.FleetAlone() {
-		w.printf("source table: PostgreSQL %s\n", perRow(t.PGBytes))
+	if c.Sections.Alone() {
+		if c.Sections.Fleet() {
+			w.printf("source table: PostgreSQL %s\n", perRow(t.PGBytes))
+		}
 		w.printf("%s Redis %s\n", machine, e.Redis)
 		return
 	}
@@ -94,8 +107,45 @@ func (rp *Report) table(w *errWriter) {
 	}
 }
 
+// stream is the change stream's table: each consumer's median time to
+// apply the backlog, its changes/s, the CPU it used (medians: in migrate's
+// process, in the server's processes), migrate's peak RSS and every run.
+func (rp *Report) stream(w *errWriter) {
+	c := rp.Config
+	n := c.StreamBacklog()
+	w.printf("\nchange stream PG->PG: %d row changes (40%% updates, 30%% inserts, 30%% deletes, interleaved, 10 per source transaction)\n", n)
+	w.printf("made while the consumer is stopped, on a table of %d rows (%.1f MB); timed from the consumer's start until the target holds them\n",
+		c.StreamRows, float64(rp.Tables.StreamBytes)/1e6)
+	w.printf("\n%-40s %9s %10s %16s %9s  %s\n", "what", "median s", "changes/s", "CPU s client+srv", "peak RSS", "runs (s)")
+	for _, l := range []struct{ key, label string }{
+		{"stream.native", "PG->PG  PostgreSQL subscription"},
+		{"stream.migrate", "PG->PG  migrate run --follow (applier)"},
+	} {
+		samples := rp.Results.Samples(l.key)
+		if len(samples) == 0 {
+			w.printf("%-40s %9s  %s\n", l.label, "n/a", cut(or(rp.Results.Reason(l.key), "not run"), 70))
+			continue
+		}
+		m := rp.Results.Median(l.key).V
+		var rss int64
+		var runs strings.Builder
+		for _, s := range samples {
+			rss = max(rss, s.RSSKB)
+			fmt.Fprintf(&runs, " %.2f", s.Seconds)
+		}
+		peak, cpu := "", ""
+		if rss > 0 {
+			peak = fmt.Sprintf("%.1f MB", float64(rss)/1024)
+		}
+		if client, server := rp.Results.MedianCPU(l.key); client.Valid {
+			cpu = fmt.Sprintf("%.2f + %.2f", client.V, server.V)
+		}
+		w.printf("%-40s %9.2f %10.0f %16s %9s  %s\n", l.label, m, Rate(float64(n), Some(m)).V, cpu, peak, runs.String())
+	}
+}
+
 func (rp *Report) goals(w *errWriter) {
-	w.printf("\n%-52s %9s %8s  %s\n", "goal (issue 15)", "ratio", "target", "verdict")
+	w.printf("\n%-52s %9s %8s  %s\n", "goal", "figure", "target", "verdict")
 	for _, g := range Goals(rp.Config, rp.Results, rp.Tables.MYBulk) {
 		if !g.Value.Valid {
 			w.printf("%-52s %9s %8s  n/a\n", g.Label, "n/a", g.target())

@@ -55,7 +55,7 @@ func fleetSample(s, n, run int, wall, cp float64, rows ...string) FleetSample {
 func TestReport_Write_full(t *testing.T) {
 	sec, _ := ParseSections("", true)
 	cfg := Config{Rows: 1000000, Runs: 3, ScaleRows: 10000000, Durable: true, Sections: sec,
-		FleetShards: []int{1, 2}, FleetInstances: []int{1, 2}, FleetTTL: "30s"}
+		FleetShards: []int{1, 2}, FleetInstances: []int{1, 2}, FleetTTL: "30s", StreamRows: 100000, StreamChanges: 200005}
 	r := NewResults()
 	record(r, "pg-pg.copy-binary", 0, 4.1, 3.9, 4.0)
 	record(r, "pg-pg.copy-text", 0, 5.2, 5.0, 5.1)
@@ -82,6 +82,12 @@ func TestReport_Write_full(t *testing.T) {
 	// my-pg.replay: not run
 	record(r, "my-pg.pgloader", 290, 9, 10, 11)
 	record(r, "pg-pg.scale.run", 88, 58.25)
+	record(r, "stream.native", 0, 4.1, 3.6, 3.9)
+	record(r, "stream.migrate", 41, 5.2, 5.0, 6.1)
+	for i, cpu := range []float64{2.9, 2.7, 3.1} {
+		r.samples["stream.native"][i].ServerCPU = cpu
+		r.samples["stream.migrate"][i].ClientCPU, r.samples["stream.migrate"][i].ServerCPU = cpu-0.4, cpu
+	}
 	for run := 1; run <= 3; run++ {
 		r.RecordFleet(fleetSample(1, 1, run, 12+float64(run)/10, 12+float64(run)/10-0.02, "1000000"))
 		r.RecordFleet(fleetSample(2, 1, run, 10.2, 10.1, "1000000"))
@@ -89,7 +95,7 @@ func TestReport_Write_full(t *testing.T) {
 	}
 	r.Fail("fleet.s1.i2", "instance fleet-2 exit 4: error: fenced | token refused")
 	rp := &Report{Config: cfg, Env: testEnv(), Results: r,
-		Tables: Tables{PGBytes: 256000000, MYBytes: 300000000, ScaleBytes: 2560000000, MYBulk: "INTO OUTFILE + LOAD DATA"}}
+		Tables: Tables{PGBytes: 256000000, MYBytes: 300000000, ScaleBytes: 2560000000, StreamBytes: 25600000, MYBulk: "INTO OUTFILE + LOAD DATA"}}
 	var out bytes.Buffer
 	if err := rp.Write(&out); err != nil {
 		t.Fatal(err)
@@ -129,6 +135,20 @@ func TestReport_Write_fleetAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "report_fleet.txt", out.Bytes())
+}
+
+func TestReport_Write_streamAlone(t *testing.T) {
+	sec, _ := ParseSections("stream", false)
+	cfg := Config{Rows: 1000000, Runs: 2, Sections: sec, StreamRows: 100000, StreamChanges: 200000}
+	r := NewResults()
+	record(r, "stream.native", 0, 3.62, 3.70) // no CPU: the server's /proc was not readable
+	r.Fail("stream.migrate", "migrate run --follow (bench-1-stream-1.follow) exited before it applied the backlog: exit 5: halted")
+	rp := &Report{Config: cfg, Env: testEnv(), Results: r, Tables: Tables{StreamBytes: 25600000}}
+	var out bytes.Buffer
+	if err := rp.Write(&out); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "report_stream.txt", out.Bytes())
 }
 
 func TestParseCommandStats(t *testing.T) {

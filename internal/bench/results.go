@@ -7,11 +7,14 @@ import (
 )
 
 // Sample is one measurement: its run, wall seconds and the peak RSS of the
-// measured process (0: not measured).
+// measured process (0: not measured); the change stream's also the CPU
+// seconds its consumer used, in the client and in the server (0: not
+// measured).
 type Sample struct {
-	Run     int
-	Seconds float64
-	RSSKB   int64
+	Run                  int
+	Seconds              float64
+	RSSKB                int64
+	ClientCPU, ServerCPU float64
 }
 
 // Failure is a measurement that could not be made, and why.
@@ -87,6 +90,18 @@ func (r *Results) Median(key string) Figure {
 		vs = append(vs, s.Seconds)
 	}
 	return Median(vs)
+}
+
+// MedianCPU is the median client and server CPU seconds of key over the
+// runs; none when none was measured.
+func (r *Results) MedianCPU(key string) (client, server Figure) {
+	var c, s []float64
+	for _, x := range r.samples[key] {
+		if x.ClientCPU > 0 || x.ServerCPU > 0 {
+			c, s = append(c, x.ClientCPU), append(s, x.ServerCPU)
+		}
+	}
+	return Median(c), Median(s)
 }
 
 // MaxRSSMB is the highest peak RSS of the measurements of keys, in MB

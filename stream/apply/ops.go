@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/migrate-dev/migrate/keyset"
 	"github.com/migrate-dev/migrate/stream"
@@ -37,8 +39,9 @@ const (
 )
 
 // op is a run of changes of one kind to one table, applied by one
-// statement per chunk. An upsert run holds each key once (the last row:
-// whole rows, so the last one is the key's state after the run).
+// statement per chunk. Its rows hold each key once (seen: key -> index);
+// an upsert's rows are whole rows, so a key's last row is its state after
+// the run. A row set to nil was deleted after it (by plan, not exact).
 type op struct {
 	t    *Table
 	kind kind
@@ -50,17 +53,36 @@ type op struct {
 	key  []any
 }
 
-// plan turns the changes of a group of source transactions into ops, in
-// order: consecutive changes of one kind to one table share an op.
+// plan turns the changes of a group of source transactions into ops.
+//
+// By key (exact false, the first try), the changes of one table that
+// follow each other without a change of another table or a partial update
+// between them form a segment of two ops: one delete of the keys deleted
+// in it, then one upsert of the rows upserted in it and not deleted after,
+// each key's last row in the order the keys first came. Whole-row upserts
+// and deletes by key make each key's end state in the target its end
+// state in the segment, in two statements however the changes interleave.
+// Deletes only move earlier (they never take a unique value another row
+// still holds); the order between tables stays the source's.
+//
+// In source order (exact), each run of changes of one kind to one table
+// is an op, broken where a key comes again: what a change meets in the
+// target is what it met at the source. It is the fallback for a target
+// that refuses the segments (a constraint between the rows of one table,
+// such as a foreign key to itself).
 type plan struct {
 	tables map[[2]string]*Table
+	exact  bool
 	ops    []*op
 	n      int // changes
 	touch  map[string]bool
+	// the open segment: its table (nil: none) and its two ops (nil: not yet)
+	segT          *Table
+	segDel, segUp *op
 }
 
-func newPlan(tables map[[2]string]*Table) *plan {
-	return &plan{tables: tables, touch: map[string]bool{}}
+func newPlan(tables map[[2]string]*Table, exact bool) *plan {
+	return &plan{tables: tables, exact: exact, touch: map[string]bool{}}
 }
 
 // add plans one change.
@@ -117,34 +139,88 @@ func (p *plan) add(c stream.Change) error {
 	return nil
 }
 
-// last is the current op if it is of kind for t, else a new one.
-func (p *plan) last(t *Table, k kind) *op {
-	if n := len(p.ops); n > 0 && p.ops[n-1].t == t && p.ops[n-1].kind == k && k != partial {
-		return p.ops[n-1]
-	}
+// newOp appends an op of kind for t.
+func (p *plan) newOp(t *Table, k kind) *op {
 	o := &op{t: t, kind: k, seen: map[string]int{}}
 	p.ops = append(p.ops, o)
 	return o
 }
 
+// run is the last op if it is of kind for t and does not hold key k yet
+// (source order), else a new one.
+func (p *plan) run(t *Table, k kind, key string) *op {
+	if n := len(p.ops); n > 0 {
+		if o := p.ops[n-1]; o.t == t && o.kind == k {
+			if _, again := o.seen[key]; !again {
+				return o
+			}
+		}
+	}
+	return p.newOp(t, k)
+}
+
+// segment makes the open segment t's, opening a new one unless it is.
+func (p *plan) segment(t *Table) {
+	if p.segT != t {
+		p.segT, p.segDel, p.segUp = t, nil, nil
+	}
+}
+
 func (p *plan) upsert(t *Table, row []any) {
-	o := p.last(t, upsert)
-	k := fmt.Sprint(keyset.KeyOf(row, t.keyIdx)...)
-	if i, ok := o.seen[k]; ok {
-		o.rows[i] = row
-		return
+	k := keyString(keyset.KeyOf(row, t.keyIdx))
+	var o *op
+	if p.exact {
+		o = p.run(t, upsert, k)
+	} else {
+		p.segment(t)
+		if p.segUp == nil {
+			p.segUp = p.newOp(t, upsert)
+		}
+		o = p.segUp
+		if i, ok := o.seen[k]; ok {
+			o.rows[i] = row
+			return
+		}
 	}
 	o.seen[k] = len(o.rows)
 	o.rows = append(o.rows, row)
 }
 
 func (p *plan) delete(t *Table, key []any) {
-	o := p.last(t, del)
+	k := keyString(key)
+	var o *op
+	if p.exact {
+		o = p.run(t, del, k)
+	} else {
+		p.segment(t)
+		if u := p.segUp; u != nil {
+			if i, ok := u.seen[k]; ok { // upserted earlier in the segment: the delete ends it
+				u.rows[i] = nil
+				delete(u.seen, k)
+			}
+		}
+		if p.segDel == nil {
+			p.segDel = &op{t: t, kind: del, seen: map[string]int{}}
+			if p.segUp == nil {
+				p.ops = append(p.ops, p.segDel)
+			} else { // before the segment's upsert, the segment's last op
+				n := len(p.ops)
+				p.ops = append(p.ops[:n-1], p.segDel, p.segUp)
+			}
+		}
+		o = p.segDel
+		if _, ok := o.seen[k]; ok {
+			return
+		}
+	}
+	o.seen[k] = len(o.rows)
 	o.rows = append(o.rows, key)
 }
 
+// partial is an op of its own, after the open segment (which it closes).
 func (p *plan) partial(t *Table, row, key []any, unchanged []bool) {
-	o := p.last(t, partial)
+	p.segT = nil
+	o := p.newOp(t, partial)
 	o.key = key
 	isKey := map[int]bool{}
 	for _, i := range t.keyIdx {
@@ -157,6 +233,35 @@ func (p *plan) partial(t *Table, row, key []any, unchanged []bool) {
 		}
 	}
 	o.rows = [][]any{row} // the whole row, should the target not hold it yet
+}
+
+// keyString is a key as a map key: each value with its type and length, so
+// that no two keys share one ("a b","c" and "a","b c").
+func keyString(key []any) string {
+	var b strings.Builder
+	for _, v := range key {
+		var s string
+		switch v := v.(type) {
+		case nil:
+			b.WriteString("n")
+		case int64:
+			b.WriteString("i")
+			s = strconv.FormatInt(v, 10)
+		case string:
+			b.WriteString("s")
+			s = v
+		case []byte:
+			b.WriteString("b")
+			s = string(v)
+		default:
+			b.WriteString(reflect.TypeOf(v).String())
+			s = fmt.Sprint(v)
+		}
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	return b.String()
 }
 
 // index maps the table's columns to a change's columns.

@@ -282,6 +282,8 @@ func (r *Reader) run(ctx context.Context) {
 func (r *Reader) loop(ctx context.Context) error {
 	var lastStatus time.Time
 	r.lastRecv = time.Now()
+	var rc receiveCtx
+	defer rc.stop()
 	for {
 		now := time.Now()
 		if now.Sub(lastStatus) >= r.c.status {
@@ -293,9 +295,7 @@ func (r *Reader) loop(ctx context.Context) error {
 		if dead := max(deadAfter, 3*r.c.status); now.Sub(r.lastRecv) > dead {
 			return fmt.Errorf("pgstream: no message from the server on the slot %s for %s: the connection is presumed dead; open again from the last committed position", r.c.name, dead)
 		}
-		rctx, cancel := context.WithDeadline(ctx, lastStatus.Add(r.c.status))
-		msg, err := r.conn.ReceiveMessage(rctx)
-		cancel()
+		msg, err := r.conn.ReceiveMessage(rc.until(ctx, lastStatus.Add(r.c.status)))
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -323,6 +323,30 @@ func (r *Reader) loop(ctx context.Context) error {
 		case *pgproto3.CopyDone:
 			return fmt.Errorf("pgstream: the server ended the replication stream of the slot %s; open again from the last committed position", r.c.name)
 		}
+	}
+}
+
+// receiveCtx is the context of the receives until the next status update
+// is due: one for all the messages received until then, not one a message.
+type receiveCtx struct {
+	ctx      context.Context
+	cancel   context.CancelFunc
+	deadline time.Time
+}
+
+// until is a context of parent that ends at d.
+func (c *receiveCtx) until(parent context.Context, d time.Time) context.Context {
+	if c.ctx == nil || !d.Equal(c.deadline) {
+		c.stop()
+		c.ctx, c.cancel = context.WithDeadline(parent, d)
+		c.deadline = d
+	}
+	return c.ctx
+}
+
+func (c *receiveCtx) stop() {
+	if c.cancel != nil {
+		c.cancel()
 	}
 }
 

@@ -3,6 +3,7 @@ package pgstream
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -51,6 +52,16 @@ func valueFor(m *pgtype.Map, oid uint32) valueFunc {
 		return stdlibValue(m, oid, pgtype.TextFormatCode)
 	}
 	scan := stdlibValue(m, oid, pgtype.BinaryFormatCode)
+	switch oid {
+	case pgtype.TimestamptzOID:
+		return finiteTime[pgtype.Timestamptz](m, oid, scan, func(d pgtype.Timestamptz) (time.Time, bool) {
+			return d.Time.In(time.Local), d.Valid && d.InfinityModifier == pgtype.Finite
+		})
+	case pgtype.TimestampOID:
+		return finiteTime[pgtype.Timestamp](m, oid, scan, func(d pgtype.Timestamp) (time.Time, bool) {
+			return d.Time.UTC(), d.Valid && d.InfinityModifier == pgtype.Finite
+		})
+	}
 	var bin func(src []byte) ([]byte, error)
 	switch oid {
 	case pgtype.DateOID:
@@ -67,6 +78,30 @@ func valueFor(m *pgtype.Map, oid uint32) valueFunc {
 		bin = toBinary[pgtype.Uint32](m, oid)
 	}
 	return func(src []byte) (any, error) {
+		b, err := bin(src)
+		if err != nil {
+			return nil, err
+		}
+		return scan(b)
+	}
+}
+
+// finiteTime is the binary path's value of a timestamp or timestamptz
+// without the detour through the binary form (the same time.Time: the
+// instant in the local zone, or in UTC without a zone); an infinity takes
+// the detour (scan).
+func finiteTime[T any](m *pgtype.Map, oid uint32, scan valueFunc, finite func(T) (time.Time, bool)) valueFunc {
+	var zero T
+	plan := m.PlanScan(oid, pgtype.TextFormatCode, &zero)
+	bin := toBinary[T](m, oid)
+	return func(src []byte) (any, error) {
+		var d T
+		if err := plan.Scan(src, &d); err != nil {
+			return nil, err
+		}
+		if t, ok := finite(d); ok {
+			return t, nil
+		}
 		b, err := bin(src)
 		if err != nil {
 			return nil, err
