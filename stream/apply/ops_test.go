@@ -204,7 +204,7 @@ func TestKeyString(t *testing.T) {
 		}
 		seen[s] = k
 	}
-	if keyString([]any{int64(7), "x"}) != keyString([]any{int64(7), "x"}) {
+	if a, b := []any{int64(7), "x"}, []any{int64(7), "x"}; keyString(a) != keyString(b) {
 		t.Error("one key, two strings")
 	}
 }
