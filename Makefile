@@ -16,7 +16,8 @@ demo:
 # scripts/bench.sh starts the services and runs it. The report goes to stdout,
 # progress to stderr. Knobs: BENCH_ROWS, BENCH_RUNS, BENCH_ONLY,
 # BENCH_SCALE_ROWS, BENCH_DURABLE, BENCH_FLEET, BENCH_FLEET_SHARDS,
-# BENCH_FLEET_INSTANCES, BENCH_FLEET_TTL (each also a flag of cmd/bench:
+# BENCH_FLEET_INSTANCES, BENCH_FLEET_TTL, BENCH_STREAM_ROWS, BENCH_STREAM_CHANGES
+# (each also a flag of cmd/bench:
 # scripts/bench.sh -h describes them).
 bench:
 	scripts/bench.sh
