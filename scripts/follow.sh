@@ -20,6 +20,7 @@ ROWS=${FOLLOW_ROWS:-1000000}
 RATE=${FOLLOW_RATE:-1000}
 TTL=${FOLLOW_TTL:-5s}
 
+command -v python3 >/dev/null || { echo "scripts/follow.sh reads JSON with python3: apt-get install -y python3" >&2; exit 2; }
 say() { printf '\n\033[1m== %s\033[0m\n' "$*" >&2; }
 eval "$(scripts/services.sh start)"
 mkdir -p bin
