@@ -59,11 +59,13 @@ func StartMariaDB(t testing.TB, args ...string) *MariaDBServer {
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
-	data, run := filepath.Join(dir, "data"), filepath.Join(dir, "run")
+	// A tmpdir of its own: a MariaDB starting deletes the #sql temporary
+	// files it finds in its tmpdir, and the shared server's are in /tmp.
+	data, run, tmp := filepath.Join(dir, "data"), filepath.Join(dir, "run"), filepath.Join(dir, "tmp")
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range []string{data, run} {
+	for _, d := range []string{data, run, tmp} {
 		if err := os.Mkdir(d, 0o750); err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +81,7 @@ func StartMariaDB(t testing.TB, args ...string) *MariaDBServer {
 	s.log = filepath.Join(run, "mysql.log")
 	s.args = append([]string{mysqld, "--no-defaults", "--user=mysql", "--datadir=" + data,
 		"--port=" + strconv.Itoa(s.Port), "--bind-address=127.0.0.1", "--socket=" + s.Sock,
-		"--pid-file=" + filepath.Join(run, "mysql.pid"), "--log-error=" + s.log,
+		"--pid-file=" + filepath.Join(run, "mysql.pid"), "--log-error=" + s.log, "--tmpdir=" + tmp,
 		"--character-set-server=utf8mb4", "--collation-server=utf8mb4_unicode_ci", "--max-connections=100",
 		"--innodb-flush-log-at-trx-commit=2", "--innodb-buffer-pool-size=64M", "--max-allowed-packet=64M",
 		"--skip-name-resolve"}, args...)
