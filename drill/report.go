@@ -230,19 +230,26 @@ func (r *Report) checkTakeovers(add addFunc) {
 		}
 		add("token "+want+" the watermark", ok && len(r.Shards) > 0, "final tokens %s", strings.Join(parts, ", "))
 	default:
-		ok, parts := len(r.Shards) > 0, []string{}
-		for _, s := range r.Shards {
-			n := 0
-			for _, t := range r.Takeovers {
-				if t.Table == s.Table && t.Shard == s.Shard && t.Token > s.HolderToken {
-					n++
-				}
-			}
-			ok = ok && n >= 1
-			parts = append(parts, fmt.Sprintf("%s#%d: %d", s.Table, s.Shard, n))
-		}
-		add("taken over", ok, "takeovers per shard: %s", strings.Join(parts, ", "))
+		ok, parts := r.takenOver()
+		add("taken over", ok && len(r.Shards) > 0, "takeovers per shard: %s", strings.Join(parts, ", "))
 	}
+}
+
+// takenOver counts the takeovers of each shard the holder held (with a
+// higher token than the holder's): ok when each has one.
+func (r *Report) takenOver() (ok bool, parts []string) {
+	ok = true
+	for _, s := range r.Shards {
+		n := 0
+		for _, t := range r.Takeovers {
+			if t.Table == s.Table && t.Shard == s.Shard && t.Token > s.HolderToken {
+				n++
+			}
+		}
+		ok = ok && n >= 1
+		parts = append(parts, fmt.Sprintf("%s#%d: %d", s.Table, s.Shard, n))
+	}
+	return ok, parts
 }
 
 func (r *Report) handedOver() int {

@@ -90,17 +90,7 @@ func (r *Report) checkStreamTakeover(add addFunc) {
 			s.HolderToken, h, s.SuccessorToken, s.Successor, s.RtoMs, r.PredictedRtoMs, s.HandoverMs)
 	}
 	add("stream taken over", ok, "%s", detail)
-	ok, parts := true, []string{}
-	for _, sh := range r.Shards {
-		n := 0
-		for _, t := range r.Takeovers {
-			if t.Table == sh.Table && t.Shard == sh.Shard && t.Token > sh.HolderToken {
-				n++
-			}
-		}
-		ok = ok && n >= 1
-		parts = append(parts, fmt.Sprintf("%s#%d: %d", sh.Table, sh.Shard, n))
-	}
+	ok, parts := r.takenOver()
 	if len(parts) == 0 {
 		add("held shards taken over", true, "the holder was copying no shard at the fault")
 		return
