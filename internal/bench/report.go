@@ -83,27 +83,16 @@ func (rp *Report) header(w *errWriter) {
 func (rp *Report) table(w *errWriter) {
 	w.printf("\n%-44s %9s %10s %8s %9s  %s\n", "what", "median s", "rows/s", "MB/s", "peak RSS", "runs (s)")
 	for _, l := range Lines(rp.Config, rp.Tables) {
-		samples := rp.Results.Samples(l.Key)
-		if len(samples) == 0 {
+		m, peak, runs, ok := rp.runs(l.Key, "%.1f")
+		if !ok {
 			w.printf("%-44s %9s  %s\n", l.Label, "n/a", cut(or(rp.Results.Reason(l.Key), "not run"), 70))
 			continue
-		}
-		m := rp.Results.Median(l.Key).V
-		var rss int64
-		var runs strings.Builder
-		for _, s := range samples {
-			rss = max(rss, s.RSSKB)
-			fmt.Fprintf(&runs, " %.1f", s.Seconds)
 		}
 		rate, mbs := 0.0, 0.0
 		if m > 0 {
 			rate, mbs = float64(l.Rows)/m, float64(l.Bytes)/m/1e6
 		}
-		peak := ""
-		if rss > 0 {
-			peak = fmt.Sprintf("%.1f MB", float64(rss)/1024)
-		}
-		w.printf("%-44s %9.2f %10.0f %8.1f %9s  %s\n", l.Label, m, rate, mbs, peak, runs.String())
+		w.printf("%-44s %9.2f %10.0f %8.1f %9s  %s\n", l.Label, m, rate, mbs, peak, runs)
 	}
 }
 
@@ -121,27 +110,36 @@ func (rp *Report) stream(w *errWriter) {
 		{"stream.native", "PG->PG  PostgreSQL subscription"},
 		{"stream.migrate", "PG->PG  migrate run --follow (applier)"},
 	} {
-		samples := rp.Results.Samples(l.key)
-		if len(samples) == 0 {
+		m, peak, runs, ok := rp.runs(l.key, "%.2f")
+		if !ok {
 			w.printf("%-40s %9s  %s\n", l.label, "n/a", cut(or(rp.Results.Reason(l.key), "not run"), 70))
 			continue
 		}
-		m := rp.Results.Median(l.key).V
-		var rss int64
-		var runs strings.Builder
-		for _, s := range samples {
-			rss = max(rss, s.RSSKB)
-			fmt.Fprintf(&runs, " %.2f", s.Seconds)
-		}
-		peak, cpu := "", ""
-		if rss > 0 {
-			peak = fmt.Sprintf("%.1f MB", float64(rss)/1024)
-		}
+		cpu := ""
 		if client, server := rp.Results.MedianCPU(l.key); client.Valid {
 			cpu = fmt.Sprintf("%.2f + %.2f", client.V, server.V)
 		}
-		w.printf("%-40s %9.2f %10.0f %16s %9s  %s\n", l.label, m, Rate(float64(n), Some(m)).V, cpu, peak, runs.String())
+		w.printf("%-40s %9.2f %10.0f %16s %9s  %s\n", l.label, m, Rate(float64(n), Some(m)).V, cpu, peak, runs)
 	}
+}
+
+// runs is a measurement's median seconds, its peak RSS ("" unknown) and
+// every run's seconds in format; ok=false when it has no sample.
+func (rp *Report) runs(key, format string) (median float64, peak, runs string, ok bool) {
+	samples := rp.Results.Samples(key)
+	if len(samples) == 0 {
+		return 0, "", "", false
+	}
+	var rss int64
+	var b strings.Builder
+	for _, s := range samples {
+		rss = max(rss, s.RSSKB)
+		fmt.Fprintf(&b, " "+format, s.Seconds)
+	}
+	if rss > 0 {
+		peak = fmt.Sprintf("%.1f MB", float64(rss)/1024)
+	}
+	return rp.Results.Median(key).V, peak, b.String(), true
 }
 
 func (rp *Report) goals(w *errWriter) {
