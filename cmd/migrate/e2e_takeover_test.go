@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/migrate-dev/migrate/internal/testsvc"
 )
 
 // TestRun_TakeoverLimitHalts kills two holders in turn with max_takeovers
@@ -421,12 +423,7 @@ func TestRun_ShardsAtQuantiles(t *testing.T) {
 // freeAddr is a loopback address with a port free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(testsvc.FreePort(t)))
 }
 
 func get(addr string) (string, error) {

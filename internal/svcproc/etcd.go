@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -212,7 +213,7 @@ func (m *EtcdMember) Ready(ctx context.Context) error {
 		}
 		select {
 		case <-m.done:
-			return fmt.Errorf("etcd member %s on port %d exited; see its log in %s", m.Name, m.Port, m.Dir())
+			return fmt.Errorf("etcd member %s on port %d exited; the end of its log (%s):\n%s", m.Name, m.Port, m.Dir(), logTail(filepath.Join(m.Dir(), "etcd.log"), 2048))
 		case <-ctx.Done():
 			return fmt.Errorf("etcd member %s on port %d not healthy: %w; see its log in %s", m.Name, m.Port, ctx.Err(), m.Dir())
 		case <-time.After(50 * time.Millisecond):
@@ -304,4 +305,19 @@ func newToken() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
 	return "svcproc-" + hex.EncodeToString(b[:])
+}
+
+// logTail is the last n bytes of a log file, for an error (the test's
+// folder holding it is gone once the test ends).
+func logTail(path string, n int64) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > n {
+		_, _ = f.Seek(st.Size()-n, io.SeekStart)
+	}
+	b, _ := io.ReadAll(f)
+	return string(b)
 }

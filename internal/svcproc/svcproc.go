@@ -11,11 +11,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -54,14 +56,44 @@ func Find(bin, pkg string, paths ...string) (string, error) {
 	return "", fmt.Errorf("%s not found (%q; install it, e.g. apt-get install %s)", filepath.Base(bin), bin, pkg)
 }
 
-// FreePort is a loopback port that was free a moment ago.
+// FreePort is a loopback port that was free a moment ago, for a server
+// started next: one below the kernel's ephemeral range, where the
+// system's own picks (a listener on port 0, every outgoing connection of
+// every test running beside) never land, so that nothing takes it
+// between this check and the server's bind (an etcd member of a test
+// cluster exited on "address already in use" under a full suite).
 func FreePort() (int, error) {
+	lo, hi := portsBelowEphemeral()
+	for range 100 {
+		port := lo + rand.IntN(hi-lo)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // taken: another
+		}
+		_ = l.Close()
+		return port, nil
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// portsBelowEphemeral is the range FreePort picks from: [10000, the
+// ephemeral range's start), less the fixed ports of scripts/services.sh
+// (22181 on), as far as the range allows.
+func portsBelowEphemeral() (lo, hi int) {
+	lo, hi = 10000, 22000
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if start, err := strconv.Atoi(f[0]); err == nil && start < hi {
+				hi = max(start, lo+1000)
+			}
+		}
+	}
+	return lo, hi
 }
 
 // newServer is a Server of bin on a free port with its data in dir.

@@ -48,7 +48,7 @@ func StartMariaDB(t testing.TB, args ...string) *MariaDBServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &MariaDBServer{t: t, dir: dir, Port: freePort(t), Sock: filepath.Join(dir, "run", "mysql.sock")}
+	s := &MariaDBServer{t: t, dir: dir, Port: FreePort(t), Sock: filepath.Join(dir, "run", "mysql.sock")}
 	t.Cleanup(func() {
 		s.stop()
 		_ = os.RemoveAll(dir)

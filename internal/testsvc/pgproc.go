@@ -32,7 +32,7 @@ func StartPostgres(t testing.TB) *PostgresServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &PostgresServer{t: t, dir: dir, port: freePort(t)}
+	s := &PostgresServer{t: t, dir: dir, port: FreePort(t)}
 	t.Cleanup(func() {
 		_ = s.services("stop").Run()
 		_ = os.RemoveAll(dir)

@@ -46,15 +46,15 @@ func startRedisNode(t testing.TB, conf string, args ...string) *svcproc.Server {
 	return srv
 }
 
-// freePort is a loopback port that was free a moment ago.
-func freePort(t testing.TB) int {
+// FreePort is a loopback port free a moment ago, for a server started
+// next (svcproc.FreePort).
+func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := svcproc.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // waitFor polls cond every 50ms for up to 30s.
@@ -94,7 +94,7 @@ func startCluster(t testing.TB, n int, tlsConf *tls.Config, start func(args ...s
 	var addrs []string
 	var bus []int // cluster bus ports, chosen: port+10000 may be out of range
 	for range n {
-		bus = append(bus, freePort(t))
+		bus = append(bus, FreePort(t))
 		rc.Nodes = append(rc.Nodes, start("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "2000", "--cluster-port", strconv.Itoa(bus[len(bus)-1])))
 		addrs = append(addrs, rc.Nodes[len(rc.Nodes)-1].Addr())
