@@ -241,6 +241,7 @@ var checkpointCases = []goldenCase{
 	{"StreamApplied", "before a copy reads a page", func(d Dialect, _ fixture) string { return d.StreamApplied(false) }},
 	{"StreamApplied", "shared, in a copy batch", func(d Dialect, _ fixture) string { return d.StreamApplied(true) }},
 	{"StreamBump", "", func(d Dialect, _ fixture) string { return d.StreamBump() }},
+	{"StreamAsyncCommit", "", func(d Dialect, _ fixture) string { return d.StreamAsyncCommit() }},
 	{"StreamUpsert", "two rows, composite key", func(d Dialect, _ fixture) string { return d.StreamUpsert(gQual, gCols, gKey2, gOwnFence, 2) }},
 	{"StreamUpdate", "unchanged values kept", func(d Dialect, _ fixture) string { return d.StreamUpdate(gTable, []string{"amount"}, gKey2, gFence) }},
 	{"CheckpointState", "", func(d Dialect, _ fixture) string { return d.CheckpointState() }},

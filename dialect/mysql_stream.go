@@ -45,6 +45,10 @@ func (m MySQL) StreamAdvance() string {
   source_commit = COALESCE(?, source_commit), lag_ms = ?, lag_bytes = ?, applied_at = UTC_TIMESTAMP(6) WHERE plan = ?`
 }
 
+// StreamAsyncCommit implements Stream: none; InnoDB's flush at commit
+// (innodb_flush_log_at_trx_commit) is the server's, not a transaction's.
+func (MySQL) StreamAsyncCommit() string { return "" }
+
 // StreamState implements Stream.
 func (m MySQL) StreamState() string {
 	return `UPDATE ` + m.Quote(StreamTable) + ` SET state = ? WHERE plan = ?`

@@ -46,6 +46,11 @@ func (p Postgres) StreamAdvance() string {
   source_commit = COALESCE($4, source_commit), lag_ms = $5, lag_bytes = $6, applied_at = now() WHERE plan = $7`
 }
 
+// StreamAsyncCommit implements Stream: what PostgreSQL's own subscription
+// does for every transaction it applies (its synchronous_commit defaults to
+// off, "safe … because the data will be sent again from the publisher").
+func (Postgres) StreamAsyncCommit() string { return "SET LOCAL synchronous_commit = off" }
+
 // StreamState implements Stream.
 func (p Postgres) StreamState() string {
 	return `UPDATE ` + p.Quote(StreamTable) + ` SET state = $1 WHERE plan = $2`

@@ -46,4 +46,10 @@ type Stream interface {
 	// StreamUpdate sets cols (no key column among them) and the fence
 	// column to 0 in the row of one key: args cols' values then the key's.
 	StreamUpdate(table []string, cols, key []string, fence string) string
+	// StreamAsyncCommit is the statement that lets the applier's
+	// transaction commit without waiting for its log to reach the disk
+	// ("": the target cannot, for one transaction). A crash of the target
+	// then loses a suffix of such commits, their position with them, and
+	// the source, acknowledged only durable positions, sends them again.
+	StreamAsyncCommit() string
 }

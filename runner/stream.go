@@ -183,7 +183,8 @@ func (w *streamWork) Run(ctx context.Context, c *hold.Claim) error {
 	w.log.Info("applying the change stream", "from", w.st.Pos, "token", c.Lease.Token())
 	var logged time.Time
 	a := &apply.Applier{Target: r.dst, SQL: r.dstD, Fence: r.fence, Unit: c.Unit, FenceColumn: r.plan.FenceColumn,
-		Tables: w.tables, MaxChanges: r.plan.BatchSize, MaxWait: 20 * time.Millisecond, Log: w.log,
+		Tables: w.tables, MaxChanges: r.plan.BatchSize, MaxWait: 20 * time.Millisecond,
+		DurableEvery: durableEvery, MaxRetries: r.plan.MaxRetries, MaxOutage: r.plan.MaxOutage, Log: w.log,
 		OnApply: func(a apply.Applied) {
 			r.opts.Metrics.StreamApplied(a.Txs, a.Changes, a.Lag.Seconds, a.Lag.Bytes)
 			if time.Since(logged) >= 10*time.Second {
@@ -204,6 +205,11 @@ func (w *streamWork) Run(ctx context.Context, c *hold.Claim) error {
 	}
 	return err
 }
+
+// durableEvery is how often the applier's commit waits for the disk on a
+// target that lets the others not wait (apply.Applier.DurableEvery): the
+// source frees its log that often.
+const durableEvery = 250 * time.Millisecond
 
 // RetentionEvery is how often the applier looks at how much log the source
 // keeps for the stream.

@@ -10,7 +10,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/internal/retry"
 	"github.com/migrate-dev/migrate/stream"
 )
 
@@ -24,6 +26,7 @@ type SQL interface {
 	StreamUpdate(table []string, cols, key []string, fence string) string
 	DeleteByKeys(table []string, key []string, n int) string
 	MaxParams() int
+	StreamAsyncCommit() string
 }
 
 // Fencer checks the applier's watermark at the start of every transaction.
@@ -55,6 +58,18 @@ type Applier struct {
 	// to group.
 	MaxChanges int
 	MaxWait    time.Duration
+	// DurableEvery is how often a target transaction that applies changes
+	// waits for its commit to reach the disk, where the target lets the
+	// others commit without waiting (SQL.StreamAsyncCommit; 0: every one
+	// waits); a transaction without changes always waits. The source is
+	// acknowledged only the positions of such durable commits, each of
+	// which makes the commits before it durable: a crash of the target
+	// loses a suffix of commits and their position with them, and the
+	// source sends those transactions again.
+	DurableEvery time.Duration
+	// MaxRetries and MaxOutage bound the attempts at one group (retryKind).
+	MaxRetries int
+	MaxOutage  time.Duration
 	Log        *slog.Logger
 	OnApply    func(Applied) // may be nil
 
@@ -151,6 +166,8 @@ func (a *Applier) Run(ctx context.Context, lease fence.Lease, rd stream.Reader) 
 	defer sess.Close()
 	idle := time.NewTimer(IdleCheck)
 	defer idle.Stop()
+	var durableAt time.Time // the last durable commit
+	var unacked stream.Pos  // the position of the commits since, not acknowledged
 	for {
 		var next planned
 		select {
@@ -170,23 +187,67 @@ func (a *Applier) Run(ctx context.Context, lease fence.Lease, rd stream.Reader) 
 		idle.Reset(IdleCheck)
 		group := next.group
 		lag := rd.Behind()
-		res, err := a.apply(lease, sess, next.plan, group, lag)
-		if errors.Is(err, errOps) {
-			a.Log.Warn("the target refused the changes applied by key; applying them again in source order", "err", err)
-			var p *plan
-			if p, err = planOf(exactTables, group, true); err == nil {
-				res, err = a.apply(lease, sess, p, group, lag)
-			}
+		// Durable: every DurableEvery, and a group without changes (the
+		// source's other tables, an idle stream's keepalive: no change is
+		// waiting for it, and it makes the commits before it durable).
+		c := commit{durable: a.SQL.StreamAsyncCommit() == "" || time.Since(durableAt) >= a.DurableEvery || next.plan.n == 0}
+		if len(group) == 0 {
+			c.flush = unacked // idle: the commits not acknowledged are made durable
 		}
+		var res Applied
+		budget := retry.Budget{MaxFailures: a.MaxRetries, MaxOutage: a.MaxOutage}
+		err := retry.Do(lctx, &budget, func() (err error) {
+			res, err = a.apply(lease, sess, next.plan, group, lag, c)
+			if errors.Is(err, errOps) {
+				a.Log.Warn("the target refused the changes applied by key; applying them again in source order", "err", err)
+				var p *plan
+				if p, err = planOf(exactTables, group, true); err == nil {
+					res, err = a.apply(lease, sess, p, group, lag, c)
+				}
+			}
+			return err
+		}, a.retryKind(lctx), func(err error, k retry.Kind, attempt int, wait time.Duration) {
+			a.Log.Warn("the stream's transaction failed; applying it again", "attempt", attempt, "backoff", wait, "err", err)
+		})
 		if err != nil {
+			if lctx.Err() != nil && ctx.Err() == nil {
+				return fmt.Errorf("%s: %w", a.Unit, context.Cause(lctx))
+			}
 			return err
 		}
-		if res.Pos != "" {
+		switch {
+		case res.Pos == "":
+		case c.durable:
 			rd.Ack(res.Pos)
+			durableAt, unacked = time.Now(), ""
+		default:
+			unacked = res.Pos
 		}
 		if a.OnApply != nil && len(group) > 0 {
 			a.OnApply(res)
 		}
+	}
+}
+
+// retryKind is what a failed target transaction means for the next
+// attempt at the same group, within the lease: a lock wait that timed out
+// or a transaction that ran out of the lease's runway (waiting behind copy
+// batches on a busy target) is tried again for up to MaxOutage, other
+// failures up to MaxRetries times; a refused token, a stopped stream, a
+// value the target refuses, an unavailable target and the lease's end are
+// for the caller (the lease's loop waits out outages and takes the stream
+// again).
+func (a *Applier) retryKind(lctx context.Context) func(error) retry.Kind {
+	return func(err error) retry.Kind {
+		switch {
+		case lctx.Err() != nil, errors.Is(err, ErrStopped), errors.Is(err, fence.ErrStale):
+			return retry.Final
+		case dialect.Classify(err) != dialect.Other:
+			return retry.Final
+		case dialect.LockTimeout(err), errors.Is(err, context.DeadlineExceeded):
+			return retry.Outage
+		}
+		return retry.Failure
 	}
 }
 
@@ -240,11 +301,18 @@ func (a *Applier) gather(first stream.Tx, txs <-chan stream.Tx) []stream.Tx {
 // source order.
 var errOps = errors.New("apply the changes")
 
+// commit is how a target transaction commits.
+type commit struct {
+	durable bool       // waiting for its log to reach the disk (else StreamAsyncCommit)
+	flush   stream.Pos // with an empty group: the position committed last, committed again, durable
+}
+
 // apply writes a group of source transactions in one target transaction:
 // the fence check, the stream's state (stopping ends the applier), each
 // written table's count, the changes (as p plans them: by key, or in source
-// order), the position. An empty group only looks at the state.
-func (a *Applier) apply(lease fence.Lease, sess *fence.Session, p *plan, group []stream.Tx, lag stream.Lag) (res Applied, err error) {
+// order), the position. An empty group only looks at the state, or with
+// c.flush writes that position again, durably.
+func (a *Applier) apply(lease fence.Lease, sess *fence.Session, p *plan, group []stream.Tx, lag stream.Lag, c commit) (res Applied, err error) {
 	start := time.Now()
 	conn, tx, tctx, end, err := sess.Begin(lease)
 	if err != nil {
@@ -272,8 +340,18 @@ func (a *Applier) apply(lease fence.Lease, sess *fence.Session, p *plan, group [
 		}
 		return res, ErrStopped
 	}
+	lagMs := int64(lag.Seconds * 1000)
 	if len(group) == 0 {
-		return res, tx.Rollback()
+		if c.flush == "" {
+			return res, tx.Rollback()
+		}
+		if _, err := tx.ExecContext(tctx, a.SQL.StreamAdvance(), string(c.flush), 0, 0, nil, lagMs, lag.Bytes, a.Unit.Plan); err != nil {
+			return res, fmt.Errorf("commit the stream's position %s again: %w", c.flush, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return res, fmt.Errorf("commit the stream's position %s again: %w", c.flush, err)
+		}
+		return Applied{Pos: c.flush, Lag: lag}, nil
 	}
 	units := make([]string, 0, len(p.touch))
 	for u := range p.touch {
@@ -281,11 +359,13 @@ func (a *Applier) apply(lease fence.Lease, sess *fence.Session, p *plan, group [
 	}
 	slices.Sort(units) // one lock order for every applier and copy batch
 	var bumps []statement
+	if !c.durable {
+		bumps = append(bumps, statement{sql: a.SQL.StreamAsyncCommit(), what: "commit without waiting for the disk"})
+	}
 	for _, u := range units {
 		bumps = append(bumps, statement{sql: a.SQL.StreamBump(), args: []any{a.Unit.Plan, u}, what: "count the stream's write of " + u})
 	}
 	last := group[len(group)-1]
-	lagMs := int64(lag.Seconds * 1000)
 	advance := statement{sql: a.SQL.StreamAdvance(), args: []any{string(last.End), len(group), p.n, nullTime(last.Commit), lagMs, lag.Bytes, a.Unit.Plan},
 		what: "advance the stream to " + string(last.End)}
 	if err := a.runOps(tctx, conn, tx, p, bumps, advance); err != nil {

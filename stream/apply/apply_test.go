@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/internal/testsvc"
 	"github.com/migrate-dev/migrate/plans"
+	"github.com/migrate-dev/migrate/stream"
 	"github.com/migrate-dev/migrate/stream/apply"
 	"github.com/migrate-dev/migrate/stream/pgstream"
 )
@@ -51,6 +53,49 @@ func (s *syncBuffer) String() string {
 // databases hold the same node table and rows beforehand; dst also the
 // fence column and migrate's helper tables.
 func follow(t *testing.T, ddl string, rows string, changes ...string) (log string) {
+	t.Helper()
+	return followWith(t, followOpts{}, ddl, rows, changes...)
+}
+
+// acks records what the applier acknowledged to the source, and what it
+// applied.
+type acks struct {
+	stream.Reader
+	mu      sync.Mutex
+	acked   []stream.Pos
+	applied []stream.Pos
+}
+
+func (r *acks) Ack(pos stream.Pos) {
+	r.mu.Lock()
+	r.acked = append(r.acked, pos)
+	r.mu.Unlock()
+	r.Reader.Ack(pos)
+}
+
+func (r *acks) onApply(a apply.Applied) {
+	r.mu.Lock()
+	r.applied = append(r.applied, a.Pos)
+	r.mu.Unlock()
+}
+
+// lists is what was acknowledged and applied so far.
+func (r *acks) lists() (acked, applied []stream.Pos) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.acked), slices.Clone(r.applied)
+}
+
+// followOpts changes follow: setup the applier before it runs, and after
+// runs once the target holds the source's rows, the applier still running
+// (dst is the target, rec what the applier acknowledged and applied).
+type followOpts struct {
+	setup func(a *apply.Applier)
+	after func(dst *sql.DB, rec *acks)
+}
+
+// followWith is follow changed by o.
+func followWith(t *testing.T, o followOpts, ddl string, rows string, changes ...string) (log string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -104,14 +149,18 @@ func follow(t *testing.T, ddl string, rows string, changes ...string) (log strin
 		t.Fatal(err)
 	}
 	defer rd.Close()
+	rec := &acks{Reader: rd}
 
 	var out syncBuffer
 	a := &apply.Applier{Target: dst, SQL: d, Fence: fence.New(d), Unit: unit, FenceColumn: "_fence",
 		Tables:     []*apply.Table{{Schema: "public", Name: "node", Unit: "node", Target: []string{"node"}, Columns: []string{"id", "parent", "v"}, Key: []string{"id"}}},
-		MaxChanges: 1000, MaxWait: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&out, nil))}
+		MaxChanges: 1000, MaxWait: 200 * time.Millisecond, Log: slog.New(slog.NewTextHandler(&out, nil)), OnApply: rec.onApply}
 	actx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- a.Run(actx, lease{ctx}, rd) }()
+	if o.setup != nil {
+		o.setup(a)
+	}
+	go func() { done <- a.Run(actx, lease{ctx}, rec) }()
 	// Until the target holds the source's rows (not until a position:
 	// the server's WAL position may be read before the changes' commits
 	// are written).
@@ -123,6 +172,9 @@ func follow(t *testing.T, ddl string, rows string, changes ...string) (log strin
 			t.Fatalf("the changes were not applied: %v\n%s", ctx.Err(), out.String())
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+	if o.after != nil {
+		o.after(dst, rec)
 	}
 	stop()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -169,4 +221,49 @@ func TestApplier_selfReference(t *testing.T) {
 	if !strings.Contains(log, "source order") {
 		t.Errorf("the applier did not fall back to source order:\n%s", log)
 	}
+}
+
+// TestApplier_acksDurableOnly: on PostgreSQL the applier commits without
+// waiting for the disk except every DurableEvery, and acknowledges to the
+// source only the positions of durable commits: here (an hour) the first
+// commit, then, once the stream is idle, the last position committed
+// again durably. Five source transactions, a group each (MaxChanges 1),
+// leave positions applied that are never acknowledged.
+func TestApplier_acksDurableOnly(t *testing.T) {
+	t.Parallel()
+	followWith(t, followOpts{
+		setup: func(a *apply.Applier) { a.MaxChanges, a.DurableEvery = 1, time.Hour },
+		after: func(dst *sql.DB, rec *acks) {
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				st, err := apply.Read(context.Background(), dst, dialect.Postgres{}, "p", false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				acked, applied := rec.lists()
+				if len(acked) > 0 && acked[len(acked)-1] == st.Pos {
+					if len(applied) < 5 {
+						t.Fatalf("%d groups applied, want 5 or more (one per source transaction)", len(applied))
+					}
+					skipped := 0
+					for _, p := range applied {
+						if !slices.Contains(acked, p) {
+							skipped++
+						}
+					}
+					if skipped == 0 {
+						t.Errorf("every applied position was acknowledged at once: %v", acked)
+					}
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the stream's committed position %s was not acknowledged once idle (acknowledged %v)", st.Pos, acked)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		},
+	}, `CREATE TABLE node (id bigint PRIMARY KEY, parent bigint, v text)`,
+		`INSERT INTO node SELECT g, NULL, 'v' || g FROM generate_series(1, 5) g`,
+		`UPDATE node SET v = 'a' WHERE id = 1`, `UPDATE node SET v = 'b' WHERE id = 2`, `DELETE FROM node WHERE id = 3`,
+		`INSERT INTO node VALUES (6, 1, 'n')`, `UPDATE node SET v = 'c' WHERE id = 4`)
 }
