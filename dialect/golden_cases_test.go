@@ -178,6 +178,7 @@ var copyCases = []goldenCase{
 	}},
 	{"DeleteByKeys", "3 keys", func(d Dialect, _ fixture) string { return d.DeleteByKeys(gQual, gKey, 3) }},
 	{"DeleteByKeys", "composite key, 2 keys", func(d Dialect, _ fixture) string { return d.DeleteByKeys(gQual, gKey2, 2) }},
+	{"DeleteByKeys", "composite key, 1 key", func(d Dialect, _ fixture) string { return d.DeleteByKeys(gQual, gKey2, 1) }},
 	{"MaxParams", "", func(d Dialect, _ fixture) string { return fmt.Sprint(d.MaxParams()) }},
 }
 

@@ -175,8 +175,20 @@ func (m MySQL) probe(table []string, key []string, fence string, rows int) strin
 		" WHERE " + m.keysIn(key, rows)
 }
 
-// keysIn is "k IN (?, …)" or "(k1, k2) IN ((?, ?), …)" for n keys.
+// keysIn is "k IN (?, …)" or "(k1, k2) IN ((?, ?), …)" for n keys, and
+// for one key of several columns "(k1 = ? AND k2 = ?)": MariaDB (10.11)
+// reads a whole table for a DELETE or an UPDATE whose row IN holds a
+// single tuple (EXPLAIN: type ALL; a range from two tuples on), which
+// made the change stream's one-row deletes take seconds and lock every
+// row on the way.
 func (m MySQL) keysIn(key []string, n int) string {
+	if n == 1 && len(key) > 1 {
+		eq := make([]string, len(key))
+		for i, k := range key {
+			eq[i] = m.Quote(k) + " = ?"
+		}
+		return "(" + strings.Join(eq, " AND ") + ")"
+	}
 	tuple := "?"
 	cols := m.Quote(key[0])
 	if len(key) > 1 {

@@ -227,3 +227,52 @@ func TestMySQL_ColumnsKeepCase(t *testing.T) {
 		t.Errorf("columns\n got %s\nwant %s", strings.Join(got, "; "), strings.Join(want, "; "))
 	}
 }
+
+// TestMySQL_ByKeysUseTheKey: a delete or a select of 1, 2 or 64 keys of
+// a composite key reads the key's index, not the whole table (MariaDB
+// scans the whole table for a DELETE whose row IN holds one tuple).
+func TestMySQL_ByKeysUseTheKey(t *testing.T) {
+	db, d := openMySQL(t)
+	ctx := t.Context()
+	for _, q := range []string{
+		"CREATE TABLE ol (order_id bigint NOT NULL, line int NOT NULL, qty int, PRIMARY KEY (order_id, line))",
+		"INSERT INTO ol SELECT seq DIV 10, seq MOD 10, 1 FROM seq_1_to_20000",
+		"ANALYZE TABLE ol",
+	} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	key := []string{"order_id", "line"}
+	for _, n := range []int{1, 2, 64} {
+		args := make([]any, 0, 2*n)
+		for i := range n {
+			args = append(args, int64(100+i), int64(i%10))
+		}
+		for _, q := range []string{d.DeleteByKeys([]string{"ol"}, key, n), d.SelectByKeys([]string{"ol"}, []string{"order_id", "line", "qty"}, key, n)} {
+			rows, err := db.QueryContext(ctx, "EXPLAIN "+q, args...)
+			if err != nil {
+				t.Fatalf("EXPLAIN %s: %v", q, err)
+			}
+			cols, _ := rows.Columns()
+			for rows.Next() {
+				vals := make([]sql.NullString, len(cols))
+				ptrs := make([]any, len(cols))
+				for i := range vals {
+					ptrs[i] = &vals[i]
+				}
+				if err := rows.Scan(ptrs...); err != nil {
+					t.Fatal(err)
+				}
+				for i, c := range cols {
+					if c == "type" && (vals[i].String == "ALL" || vals[i].String == "index") {
+						t.Errorf("%d keys: %s reads the whole table (EXPLAIN type %s)", n, q, vals[i].String)
+					}
+				}
+			}
+			if err := rows.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
