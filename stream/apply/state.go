@@ -81,12 +81,25 @@ func Read(ctx context.Context, q fence.Tx, s StateSQL, plan string, lock bool) (
 }
 
 // Init records the plan's stream at pos, and a row per target table (the
-// names of the copy's checkpoints), unless they are recorded.
+// names of the copy's checkpoints), unless they are recorded. The rows are
+// read first, without a lock, and only those missing are inserted: on
+// MySQL an INSERT IGNORE of a row that exists waits for the applier's lock
+// on it (the state's row and the counts are locked by every applier
+// transaction), and an instance starting beside a busy applier timed out.
 func Init(ctx context.Context, q fence.Tx, s StateSQL, plan string, pos stream.Pos, tables []string) error {
-	if _, err := q.ExecContext(ctx, s.StreamInit(), plan, string(pos)); err != nil {
-		return fmt.Errorf("record the stream of %s: %w", plan, err)
+	if _, err := Read(ctx, q, s, plan, false); errors.Is(err, ErrNoStream) {
+		if _, err := q.ExecContext(ctx, s.StreamInit(), plan, string(pos)); err != nil {
+			return fmt.Errorf("record the stream of %s: %w", plan, err)
+		}
+	} else if err != nil {
+		return err
 	}
 	for _, t := range tables {
+		if n, err := AppliedCount(ctx, q, s, plan, t, false); err != nil {
+			return fmt.Errorf("read the stream's count of %s: %w", t, err)
+		} else if n >= 0 {
+			continue
+		}
 		if _, err := q.ExecContext(ctx, s.StreamTableInit(), plan, t); err != nil {
 			return fmt.Errorf("record the stream of %s for %s: %w", plan, t, err)
 		}
