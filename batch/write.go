@@ -396,15 +396,34 @@ func (c *Copier) upsert(ctx context.Context, tx *sql.Tx, spec Spec, keyIdx []int
 // afterStream locks the stream's count of the table for the rest of the
 // batch's transaction; when it moved since the rows were read, the rows are
 // read again by key (those deleted since are gone), to be written by
-// upsert (Stream).
+// upsert (Stream). The count is first read without the lock, and the rows
+// read again then if it moved: the lock, which every applier transaction
+// writing the table waits for, is held while the rows are written, not
+// while they are read from the source as well (unless the count moves
+// once more in between).
 func (c *Copier) afterStream(ctx context.Context, tx *sql.Tx, spec Spec, w work) (work, error) {
-	n, err := c.Stream.Applied(ctx, tx, spec.Shard.Table, true)
-	if err != nil {
-		return w, fmt.Errorf("lock the stream's count of %s: %w", spec.Shard.Table, err)
+	for _, lock := range []bool{false, true} {
+		n, err := c.Stream.Applied(ctx, tx, spec.Shard.Table, lock)
+		if err != nil {
+			if lock {
+				return w, fmt.Errorf("lock the stream's count of %s: %w", spec.Shard.Table, err)
+			}
+			return w, fmt.Errorf("read the stream's count of %s: %w", spec.Shard.Table, err)
+		}
+		if n == w.mark {
+			continue
+		}
+		if w, err = c.readAgain(ctx, spec, w); err != nil {
+			return w, err
+		}
+		w.mark = n
 	}
-	if n == w.mark {
-		return w, nil
-	}
+	return w, nil
+}
+
+// readAgain reads w's rows again by key from the source: those deleted
+// since are gone.
+func (c *Copier) readAgain(ctx context.Context, spec Spec, w work) (work, error) {
 	keys := w.keys(spec)
 	if len(keys) == 0 {
 		return w, nil
