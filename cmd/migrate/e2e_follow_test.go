@@ -452,6 +452,15 @@ func (f *follower) start(t *testing.T, name string) *proc {
 	t.Helper()
 	p := startMigrate(t, "run", "-p", f.plan, "--follow", "--no-progress", "--instance", name)
 	f.procs[name] = p
+	t.Cleanup(func() {
+		if t.Failed() {
+			log := p.stderr.String()
+			if n := strings.Count(log, "\n"); n > 150 {
+				log = "…\n" + strings.Join(strings.Split(log, "\n")[n-150:], "\n")
+			}
+			t.Logf("instance %s's log:\n%s", name, log)
+		}
+	})
 	return p
 }
 
