@@ -8,6 +8,7 @@ import (
 	"iter"
 	"log/slog"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/migrate-dev/migrate/dialect"
@@ -52,10 +53,11 @@ type Applier struct {
 	Unit        fence.Shard // Unit(plan)
 	FenceColumn string
 	Tables      []*Table
-	// MaxChanges bounds the row changes of one target transaction (a
-	// source transaction larger than that is still applied whole), and
-	// MaxWait how long a transaction waits for more source transactions
-	// to group.
+	// MaxChanges is the row changes of one target transaction to begin
+	// with (a source transaction larger than that is still applied
+	// whole); groups grow to up to maxGroupFactor times that while
+	// they take less than groupTarget (pace). MaxWait is how long a
+	// transaction waits for more source transactions to group.
 	MaxChanges int
 	MaxWait    time.Duration
 	// DurableEvery is how often a target transaction that applies changes
@@ -74,6 +76,30 @@ type Applier struct {
 	OnApply    func(Applied) // may be nil
 
 	stmts map[stmtKey]string // the upserts' and deletes' texts, by table, kind and rows
+	limit atomic.Int64       // the changes a group gathers now (pace)
+}
+
+// groupTarget is how long one target transaction of the applier should
+// take, and maxGroupFactor bounds its growth: each transaction costs
+// round trips (begin, the fence check, the stream's row, commit) whatever
+// it holds, so a backlog is applied in fewer, larger transactions — a few
+// per second, far inside any lease.
+const (
+	groupTarget    = 100 * time.Millisecond
+	maxGroupFactor = 8
+)
+
+// pace sizes the next groups from a committed one: a full group that
+// took less than groupTarget doubles the size, one that took more than
+// twice that halves it, never below MaxChanges.
+func (a *Applier) pace(res Applied) {
+	limit := a.limit.Load()
+	switch {
+	case res.Took > 2*groupTarget:
+		a.limit.Store(max(limit/2, int64(a.MaxChanges)))
+	case res.Took < groupTarget && int64(res.Changes) >= limit:
+		a.limit.Store(min(limit*2, int64(a.MaxChanges)*maxGroupFactor))
+	}
 }
 
 // stmtKey names a statement text of run.
@@ -116,6 +142,7 @@ const IdleCheck = time.Second
 // groups in turn, while the next group is read and planned.
 func (a *Applier) Run(ctx context.Context, lease fence.Lease, rd stream.Reader) error {
 	lctx := lease.Context()
+	a.limit.Store(int64(max(a.MaxChanges, 1)))
 	// The planner's tables, and copies for this goroutine's plans in source
 	// order (a Table caches the column order of the changes it plans).
 	tables, exactTables := map[[2]string]*Table{}, map[[2]string]*Table{}
@@ -207,6 +234,7 @@ func (a *Applier) Run(ctx context.Context, lease fence.Lease, rd stream.Reader) 
 			}
 			return err
 		}, a.retryKind(lctx), func(err error, k retry.Kind, attempt int, wait time.Duration) {
+			a.limit.Store(int64(max(a.MaxChanges, 1))) // the next groups small again
 			a.Log.Warn("the stream's transaction failed; applying it again", "attempt", attempt, "backoff", wait, "err", err)
 		})
 		if err != nil {
@@ -214,6 +242,9 @@ func (a *Applier) Run(ctx context.Context, lease fence.Lease, rd stream.Reader) 
 				return fmt.Errorf("%s: %w", a.Unit, context.Cause(lctx))
 			}
 			return err
+		}
+		if len(group) > 0 {
+			a.pace(res)
 		}
 		switch {
 		case res.Pos == "":
@@ -271,13 +302,13 @@ func planOf(tables map[[2]string]*Table, group []stream.Tx, exact bool) (*plan, 
 	return p, nil
 }
 
-// gather groups first with the transactions already read, up to
-// MaxChanges row changes or MaxWait.
+// gather groups first with the transactions already read, up to the
+// group's size (pace) in row changes or MaxWait.
 func (a *Applier) gather(first stream.Tx, txs <-chan stream.Tx) []stream.Tx {
 	group, n := []stream.Tx{first}, len(first.Changes)
 	wait := time.NewTimer(a.MaxWait)
 	defer wait.Stop()
-	for n < a.MaxChanges {
+	for limit := int(a.limit.Load()); n < limit; {
 		select {
 		case tx := <-txs:
 			group = append(group, tx)
