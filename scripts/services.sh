@@ -136,8 +136,9 @@ start_mysql() {
   mkdir -p "$run" "$files"; chown mysql "$run" "$files"; chmod 750 "$files"
   local mysqld; mysqld=$(command -v mariadbd || echo /usr/sbin/mariadbd)
   # The binlog (the change stream's tests read it) in files of 64 MB, each
-  # purged 15 minutes after its last write: a test suite writes gigabytes of
-  # row images, which a machine's disk must not have to hold.
+  # purged two hours after its last write (validate --follow asks for an
+  # hour's retention at least): a suite run writes most of a gigabyte of row
+  # images, and a machine that keeps this folder must not hold every run's.
   # setsid: a session of its own, like the daemons PostgreSQL and Redis
   # become; in the caller's process group, a kill of that group (a CI step
   # or a shell job ended) would take the shared server down mid-suite.
@@ -147,7 +148,7 @@ start_mysql() {
     --innodb-flush-log-at-trx-commit=2 --innodb-buffer-pool-size=256M --max-allowed-packet=256M \
     --secure-file-priv="$files" --skip-name-resolve \
     --server-id=1 --log-bin=mysql-bin --binlog-format=ROW --binlog-row-image=FULL \
-    --binlog-expire-logs-seconds=900 --max-binlog-size=64M \
+    --binlog-expire-logs-seconds=7200 --max-binlog-size=64M \
     >/dev/null 2>&1 9>&- &
   wait_for 60 MariaDB mariadb --no-defaults --socket="$sock" -uroot -e 'SELECT 1'
   mariadb --no-defaults --socket="$sock" -uroot >&2 <<SQL

@@ -14,7 +14,7 @@ import (
 // PRIVILEGES, binlogs kept a day) passes.
 func TestCheckServer(t *testing.T) {
 	src := newSource(t)
-	if errs := Check(context.Background(), src.pool, time.Minute); len(errs) != 0 {
+	if errs := Check(context.Background(), src.pool, time.Hour); len(errs) != 0 {
 		t.Fatalf("Check on the test server: %v", errs)
 	}
 	s, err := readSettings(context.Background(), src.pool)
