@@ -38,6 +38,10 @@ func TestConformance(t *testing.T) {
 	t.Cleanup(func() { waited.forget(t, dial(t, dsn.Redacted(), time.Second, nil)) })
 	locktest.Run(t, locktest.Harness{
 		Addr: dsn.Hosts()[0],
+		// A lease is a ZooKeeper session: with the whole suite and a
+		// CPU-bound process on two cores, a session of 1s expired
+		// (its pings late) in TestConformance/Grant.
+		TTL: 2 * time.Second,
 		Open: func(t *testing.T, addr string, ttl time.Duration) lock.Backend {
 			return waiting{dial(t, "zk://"+addr+"/"+prefix, ttl, nil), waited}
 		},
