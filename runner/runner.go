@@ -266,7 +266,11 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		r.srcD = dialect.WithColumns(r.srcD, j.spec.Source, j.src)
 		r.dstD = dialect.WithColumns(r.dstD, j.spec.Target, j.dst)
 	}
-	if err := r.streamSetup(ctx, jobs); err != nil {
+	// Starting capture and recording the stream may be done again: an
+	// outage in the middle is waited out as setup's is.
+	if err := r.whileUnavailable(ctx, "setting up the change stream interrupted, retrying", func() error {
+		return r.streamSetup(ctx, jobs)
+	}); err != nil {
 		return r.finish(start), err
 	}
 	total, done := r.estimate(ctx, jobs)
