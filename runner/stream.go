@@ -197,12 +197,6 @@ func (w *streamWork) Run(ctx context.Context, c *hold.Claim) error {
 	go w.watchRetention(wctx, stopWatch)
 	err = a.Run(wctx, c.Lease, rd)
 	if cause := context.Cause(wctx); errors.Is(cause, hold.ErrHalted) {
-		// A cutover stops the stream, then drops the slot: the slot gone
-		// after the stream stopped is the cutover's, not a halt.
-		if st, rerr := apply.Read(ctx, r.dst, r.dstD, r.plan.Name, false); rerr == nil && st.State == apply.Stopped {
-			w.log.Info("change stream stopped")
-			return nil
-		}
 		return cause
 	}
 	if errors.Is(err, apply.ErrStopped) {
@@ -237,6 +231,12 @@ func (w *streamWork) watchRetention(ctx context.Context, stop context.CancelCaus
 			continue
 		}
 		if err := w.retention(ctx, st.Pos); err != nil {
+			// A cutover stops the stream, then drops the slot: the slot
+			// gone once the stream stopped is the cutover's, not a halt
+			// (the applier sees the stop at its next transaction).
+			if st, rerr := apply.Read(ctx, w.r.dst, w.r.dstD, w.r.plan.Name, false); rerr == nil && st.State == apply.Stopped {
+				return
+			}
 			stop(err)
 			return
 		}
