@@ -83,6 +83,9 @@ type Plan struct {
 	Include  []string
 	Exclude  []string
 	Tables   []Table // at least one once resolved
+	// Notify are the sinks the plan's events are delivered to (yaml
+	// notify:); none: events are only kept in the outbox.
+	Notify []Sink
 	resolved bool
 }
 

@@ -1,0 +1,67 @@
+package plans
+
+import "time"
+
+// The run events a plan's outbox records (package outbox), in the order
+// a plan's life produces them. A sink's Events filter names them, or
+// globs over them ("shard.*").
+var EventTypes = []string{
+	"shard.taken_over", // a standby claimed a shard from a live holder (with the RTO parts)
+	"shard.halted",     // automatic recovery gave up on a shard (with the reason and the command that resumes it)
+	"shard.done",       // the batch that finished a shard committed
+	"postload.halted",  // the post-load phase halted
+	"postload.done",    // the post-load phase finished
+	"table.verified",   // a table was verified (with the counts; equal or not)
+	"plan.done",        // every table copied, the post-load phase done and verified
+}
+
+// Defaults of a sink.
+const (
+	DefaultSinkTimeout     = 10 * time.Second // one attempt (an HTTP request, a command's run)
+	DefaultSinkGiveUpAfter = 24 * time.Hour   // an event pending longer is set aside, kept and reported
+)
+
+// Sink is one destination of a plan's events (the plan's notify: list):
+// a webhook or a command, and the event types it wants.
+type Sink struct {
+	// Name identifies the sink in the outbox's delivery records, status
+	// and metrics: [a-z0-9_-]+, unique in the plan.
+	Name string
+	// Events are the event types (EventTypes) or globs over them
+	// (path.Match: "shard.*") it receives; nil: every type.
+	Events []string
+	// Exactly one of Webhook and Command.
+	Webhook *Webhook
+	Command *Command
+	// Timeout bounds one attempt (DefaultSinkTimeout).
+	Timeout time.Duration
+	// GiveUpAfter: an event still not delivered this long after it was
+	// produced is no longer tried automatically; it stays in the outbox,
+	// reported by status and `migrate events --pending`, and
+	// `migrate events redeliver` sends it (DefaultSinkGiveUpAfter).
+	GiveUpAfter time.Duration
+	Line        int // where the sink starts in the plan file; 0 for none
+	Column      int
+}
+
+// Webhook is an HTTP POST of each event (Standard Webhooks).
+type Webhook struct {
+	URL string // http:// or https://
+	// SecretEnv names the environment variable that holds the signing
+	// secret ("whsec_" and base64, or any other text used as it is). The
+	// secret itself is never in the plan; "" sends unsigned requests.
+	SecretEnv string
+	// Headers are sent with every request; their values may come from
+	// the environment (${VAR}), so they are never printed.
+	Headers map[string]string `json:"-"`
+	// CAFile is a PEM file of the CAs that sign the receiver's
+	// certificate, beside the system's; "" trusts the system's only.
+	CAFile string
+}
+
+// Command runs a program for each event: the event's JSON on its stdin,
+// its id in MIGRATE_EVENT_ID and its type in MIGRATE_EVENT_TYPE. Exit 0 is
+// delivered.
+type Command struct {
+	Argv []string // the program and its arguments; no shell
+}
