@@ -58,6 +58,18 @@
 //   - migrate_verify_differences (gauge, labels table, kind=missing|extra|changed):
 //     rows that differ between source and target in the last verification.
 //
+// Run events (the outbox, SPEC §4; label type or sink):
+//   - migrate_outbox_events_produced_total (counter, label type): events
+//     this instance wrote to the outbox, with the state change they report.
+//   - migrate_outbox_events_delivered_total (counter, label sink): events
+//     delivered (a 2xx answer, a command's exit 0).
+//   - migrate_outbox_delivery_failures_total (counter, label sink): attempts
+//     that failed; the event is tried again after a backoff.
+//   - migrate_outbox_backlog (gauge, label sink): events waiting for the
+//     sink, as the deliverer last counted them.
+//   - migrate_outbox_oldest_pending_seconds (gauge, label sink): the age of
+//     the oldest of them; 0 when none waits.
+//
 // The standard go_* and process_* collectors are registered too.
 package metrics
 
@@ -105,6 +117,7 @@ type Metrics struct {
 	diffs, state                  *prometheus.GaugeVec
 	streamTxs, streamChanges      prometheus.Counter
 	lagSeconds, lagBytes          prometheus.Gauge
+	outbox                        outboxMetrics
 
 	now   func() time.Time
 	mu    sync.Mutex
@@ -155,6 +168,7 @@ func New(plan string) *Metrics {
 	m.streamChanges = f.NewCounter(prometheus.CounterOpts{Namespace: "migrate", Name: "stream_changes_total", Help: "Row changes the change stream's applier committed."})
 	m.lagSeconds = f.NewGauge(prometheus.GaugeOpts{Namespace: "migrate", Name: "stream_lag_seconds", Help: "Age of the last source transaction the capture read; 0 when caught up."})
 	m.lagBytes = f.NewGauge(prometheus.GaugeOpts{Namespace: "migrate", Name: "stream_lag_bytes", Help: "Source log between the capture's position and the source's end (-1: unknown)."})
+	m.outbox = newOutboxMetrics(f)
 	f.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "migrate", Name: "oldest_task_age_seconds",
 		Help: "Longest time a running shard's cursor has not moved; 0 when none runs.",

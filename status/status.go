@@ -34,6 +34,11 @@ type Status struct {
 	PostLoad *PostLoadStatus `json:"post_load"`
 	// Stream is the change stream (migrate run --follow); null without one.
 	Stream *StreamStatus `json:"stream"`
+	// Notify is the delivery of the plan's run events to each of its
+	// sinks, in the plan's order; Events are the latest events of the
+	// outbox, newest first (see events.go).
+	Notify []SinkStatus  `json:"notify"`
+	Events []EventStatus `json:"events"`
 }
 
 // StreamStatus is the change stream as the target records it: its state
@@ -98,6 +103,10 @@ type ShardStatus struct {
 	// within the last TTL (null otherwise); EtaMs is 0 for a done shard.
 	RowsPerSec *float64 `json:"rows_per_sec"`
 	EtaMs      *int64   `json:"eta_ms"`
+	// HaltReason is why a halted shard halted and ResumeCommand the
+	// command that resumes it, from its shard.halted event ("" otherwise).
+	HaltReason    string `json:"halt_reason"`
+	ResumeCommand string `json:"resume_command"`
 }
 
 // LeaseStatus is one live lease in the lock service.
