@@ -85,7 +85,7 @@ type Plan struct {
 	Tables   []Table // at least one once resolved
 	// Notify are the sinks the plan's events are delivered to (yaml
 	// notify:); none: events are only kept in the outbox.
-	Notify []Sink
+	Notify   []Sink
 	resolved bool
 }
 
