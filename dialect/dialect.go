@@ -152,6 +152,7 @@ type Dialect interface {
 	Records
 	Lease
 	Stream
+	Outbox
 }
 
 // Conn is how an engine is connected to, how its identifiers are quoted,

@@ -48,7 +48,7 @@ func (m MySQL) Helpers() []string {
   state varchar(16) NOT NULL DEFAULT 'pending', updated_at datetime(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
   PRIMARY KEY (plan, tbl, shard))` + tail,
 		m.postLoadHelper(),
-	}, append(m.recordsHelpers(), m.streamHelpers()...)...)
+	}, append(append(m.recordsHelpers(), m.streamHelpers()...), m.outboxHelpers()...)...)
 }
 
 // SetupLock implements Dialect.

@@ -37,7 +37,7 @@ func (p Postgres) Helpers() []string {
   state text NOT NULL DEFAULT 'pending', updated_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (plan, tbl, shard))`,
 		p.postLoadHelper(),
-	}, append(p.recordsHelpers(), p.streamHelpers()...)...)
+	}, append(append(p.recordsHelpers(), p.streamHelpers()...), p.outboxHelpers()...)...)
 }
 
 // SetupLock implements Dialect.
