@@ -42,6 +42,11 @@ const releaseTimeout = 5 * time.Second
 // its lease, still held, beside the error: the caller releases it
 // (Release), as it does a claim that succeeded.
 func (l *Loop) Hold(ctx context.Context, u fence.Shard, w Work) (*Claim, error) {
+	return l.hold(ctx, u, w, time.Now())
+}
+
+// hold is Hold for a unit first looked at electStart (Claim.Elect).
+func (l *Loop) hold(ctx context.Context, u fence.Shard, w Work, electStart time.Time) (*Claim, error) {
 	log := l.log().With("shard", u.String())
 	base := Base(u)
 	for attempt := 1; ; attempt++ {
@@ -50,11 +55,9 @@ func (l *Loop) Hold(ctx context.Context, u fence.Shard, w Work) (*Claim, error) 
 			return nil, err
 		}
 		c := &Claim{Unit: u, Lease: lease, Acquired: time.Now()}
+		c.Elect = c.Acquired.Sub(electStart)
 		err = l.take(c, w, log)
 		c.Took = time.Since(c.Acquired)
-		if err == nil {
-			c.Previous, c.Wait = previousHolder(lease, c.Found, c.Last)
-		}
 		var rc errReclaim
 		if !errors.As(err, &rc) || attempt >= maxReclaims || lease.Context().Err() != nil {
 			return c, err
@@ -72,10 +75,17 @@ func (l *Loop) take(c *Claim, w Work, log *slog.Logger) error {
 	l.breakFence(c, log)
 	claim := func() error {
 		var err error
-		c.Last, err = l.Fence.Claim(c.Lease, c.Unit, func(ctx context.Context, tx *sql.Tx) error {
+		c.Last, err = l.Fence.Claim(c.Lease, c.Unit, func(ctx context.Context, tx *sql.Tx, last Watermark) error {
 			var err error
-			c.Found, err = w.Resume(ctx, tx, c.Lease)
-			return err
+			if c.Found, err = w.Resume(ctx, tx, c.Lease); err != nil {
+				return err
+			}
+			c.Previous, c.Wait = previousHolder(c.Lease, c.Found, last)
+			if a, ok := w.(Announced); ok && c.TakenOver() && c.Found.State != cursor.Done && c.Found.State != cursor.Halted {
+				c.Took = time.Since(c.Acquired) // so far: the claim's commit is left
+				return a.TakenOver(ctx, tx, c)
+			}
+			return nil
 		})
 		if st := (*fence.StaleError)(nil); errors.As(err, &st) {
 			return errReclaim{st.Watermark}

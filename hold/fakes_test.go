@@ -187,7 +187,7 @@ func (f *fakeFence) Watermark(_ context.Context, u fence.Shard) (Watermark, erro
 	return f.watermark, f.watermarkErr
 }
 
-func (f *fakeFence) Claim(lease Lease, u fence.Shard, fn func(context.Context, *sql.Tx) error) (Watermark, error) {
+func (f *fakeFence) Claim(lease Lease, u fence.Shard, fn func(context.Context, *sql.Tx, Watermark) error) (Watermark, error) {
 	f.tr.add("claim:%d", lease.Token())
 	f.mu.Lock()
 	var step claimStep
@@ -198,7 +198,7 @@ func (f *fakeFence) Claim(lease Lease, u fence.Shard, fn func(context.Context, *
 	if step.err != nil {
 		return Watermark{}, step.err
 	}
-	return step.last, fn(lease.Context(), nil)
+	return step.last, fn(lease.Context(), nil, step.last)
 }
 
 func (f *fakeFence) Do(lease Lease, u fence.Shard, fn func(context.Context, *sql.Tx) error) error {

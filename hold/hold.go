@@ -68,9 +68,9 @@ type Fence interface {
 	Watermark(ctx context.Context, u fence.Shard) (Watermark, error)
 	// Claim runs one transaction bounded by lease: it raises u's
 	// watermark strictly to the lease's token (a *fence.StaleError when
-	// the token is not above it), runs fn, and commits. It returns the
-	// watermark it replaced.
-	Claim(lease Lease, u fence.Shard, fn func(context.Context, *sql.Tx) error) (Watermark, error)
+	// the token is not above it), runs fn with the watermark it replaced,
+	// and commits. It returns that watermark.
+	Claim(lease Lease, u fence.Shard, fn func(context.Context, *sql.Tx, Watermark) error) (Watermark, error)
 	// Do runs fn in a transaction bounded by lease that first checks
 	// (and locks) u's watermark still holds the lease's token: a write
 	// fenced like a batch.
@@ -100,6 +100,14 @@ type Work interface {
 	Run(ctx context.Context, c *Claim) error
 	// Halted is the error of the unit found halted.
 	Halted() error
+}
+
+// Announced is a Work that records, in the transaction of a claim that
+// takes the unit over from a live holder, that it did (the run's outbox
+// event): the takeover and its record commit together, under the claim's
+// fence, or neither does.
+type Announced interface {
+	TakenOver(ctx context.Context, tx *sql.Tx, c *Claim) error
 }
 
 // Guarded is a Work whose claim runs inside a guard of its own (the

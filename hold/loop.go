@@ -204,7 +204,7 @@ func (l *Loop) attempt(ctx context.Context, u fence.Shard, w Work, log *slog.Log
 		return err
 	}
 	return l.withSlot(ctx, func() error {
-		c, err := l.Hold(ctx, u, w)
+		c, err := l.hold(ctx, u, w, electStart)
 		if c != nil {
 			defer l.Release(ctx, c.Lease)
 		}
@@ -214,7 +214,6 @@ func (l *Loop) attempt(ctx context.Context, u fence.Shard, w Work, log *slog.Log
 		if err := l.found(u, c.Found, w); err != nil {
 			return err // done or halted between the look and the claim
 		}
-		c.Elect = c.Acquired.Sub(electStart)
 		l.emit(Event{Kind: Claimed, Unit: u, Token: c.Lease.Token(), Previous: c.Previous})
 		return l.finish(ctx, c, w.Run(ctx, c))
 	})

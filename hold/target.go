@@ -28,8 +28,8 @@ func (t Target) Watermark(ctx context.Context, u fence.Shard) (w Watermark, err 
 }
 
 // Claim reads u's watermark, raises it strictly to the lease's token and
-// runs fn, in one transaction bounded by the lease.
-func (t Target) Claim(lease Lease, u fence.Shard, fn func(context.Context, *sql.Tx) error) (last Watermark, err error) {
+// runs fn (told the watermark it replaced), in one transaction bounded by the lease.
+func (t Target) Claim(lease Lease, u fence.Shard, fn func(context.Context, *sql.Tx, Watermark) error) (last Watermark, err error) {
 	err = t.tx(lease, func(ctx context.Context, tx *sql.Tx) error {
 		var err error
 		if last.Token, last.Owner, err = t.Fence.Watermark(ctx, tx, u); err != nil {
@@ -38,7 +38,7 @@ func (t Target) Claim(lease Lease, u fence.Shard, fn func(context.Context, *sql.
 		if err := t.Fence.Claim(ctx, tx, u, fence.Token(lease.Token()), lease.Owner()); err != nil {
 			return err
 		}
-		return fn(ctx, tx)
+		return fn(ctx, tx, last)
 	})
 	return last, err
 }

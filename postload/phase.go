@@ -59,7 +59,10 @@ type Phase struct {
 	// OnTakeover, when not nil, is told of a claim that took the phase
 	// over from a holder that did not finish it.
 	OnTakeover func(*hold.Claim)
-	Report     Report
+	// Announce, when not nil, records the phase's end in the transaction
+	// that records it: done, or halted by cause (the run's outbox).
+	Announce func(ctx context.Context, tx *sql.Tx, done bool, token int64, cause error) error
+	Report   Report
 }
 
 var _ hold.Guarded = (*Phase)(nil)
@@ -209,7 +212,10 @@ func (p *Phase) finish(c *hold.Claim, log *slog.Logger) error {
 			if added > 0 {
 				log.Info("another instance's setup recorded post-load steps while this phase ran; the phase is pending again, for the run that copies their tables", "steps", added)
 			}
-			return p.Store.SetState(ctx, tx, state, c.Lease.Token())
+			if err := p.Store.SetState(ctx, tx, state, c.Lease.Token()); err != nil || state != Done {
+				return err
+			}
+			return p.announce(ctx, tx, true, c.Lease.Token(), nil)
 		})
 	})
 }
@@ -223,16 +229,29 @@ func (p *Phase) halt(c *hold.Claim, log *slog.Logger, table string, st dialect.S
 		return err
 	}
 	log.Error("a post-load step failed: the post-load phase is halted; fix the cause, then run `migrate resume`", "table", table, "kind", st.Kind, "name", st.Name, "err", err)
+	if table == "" { // a schema object
+		err = fmt.Errorf("%w: post-load %s %s: %w", hold.ErrHalted, st.Kind, st.Name, err)
+	} else {
+		err = fmt.Errorf("%w: post-load %s %s of %s: %w", hold.ErrHalted, st.Kind, st.Name, table, err)
+	}
 	herr := p.Fence.Do(c.Lease, c.Unit, func(ctx context.Context, tx *sql.Tx) error {
-		return p.Store.SetState(ctx, tx, Halted, c.Lease.Token())
+		if err := p.Store.SetState(ctx, tx, Halted, c.Lease.Token()); err != nil {
+			return err
+		}
+		return p.announce(ctx, tx, false, c.Lease.Token(), err)
 	})
 	if herr != nil {
 		log.Error("could not record the post-load phase halted", "err", herr)
 	}
-	if table == "" { // a schema object
-		return fmt.Errorf("%w: post-load %s %s: %w", hold.ErrHalted, st.Kind, st.Name, err)
+	return err
+}
+
+// announce is Announce when there is one.
+func (p *Phase) announce(ctx context.Context, tx *sql.Tx, done bool, token int64, cause error) error {
+	if p.Announce == nil {
+		return nil
 	}
-	return fmt.Errorf("%w: post-load %s %s of %s: %w", hold.ErrHalted, st.Kind, st.Name, table, err)
+	return p.Announce(ctx, tx, done, token, cause)
 }
 
 // SourceCounters raises the Next of def's identity columns (the target

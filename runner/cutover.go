@@ -103,9 +103,17 @@ func (r *Runner) Cutover(ctx context.Context, o CutoverOptions) (*Cutover, error
 		if err != nil {
 			return c, err
 		}
+		r.announceVerified(ctx, v, false)
 		if !v.Equal {
 			return c, fmt.Errorf("%w: the stream keeps running; see the differences, then `migrate repair` or cut over again", ErrDiff)
 		}
+	}
+	// Announced before the stream stops: its instances deliver what is
+	// pending as they end.
+	if c.Verify != nil {
+		r.planDone(ctx, c.Verify.Tables)
+	} else {
+		r.planDone(ctx, nil)
 	}
 	if err := apply.SetState(ctx, r.dst, r.dstD, r.plan.Name, apply.Stopped); err != nil {
 		return c, err

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,9 +27,18 @@ func (r *Runner) postLoad(ctx context.Context) error {
 			r.addTakeover(Takeover{Table: postload.Name, Target: postload.Name, Token: c.Lease.Token(),
 				PreviousOwner: c.Previous.Owner, PreviousToken: c.Previous.Token, WaitMs: c.Wait.Milliseconds(), ElectMs: c.Took.Milliseconds(),
 				RtoMs: (c.Wait + c.Took).Milliseconds(), PredictedRtoMs: r.PredictedRTO().Milliseconds()})
+		},
+		Announce: func(ctx context.Context, tx *sql.Tx, done bool, token int64, cause error) error {
+			return r.postloadEvent(ctx, tx, done, token, cause)
 		}}
 	p.Report.ByOther = true
 	err := r.loop.Run(ctx, postload.Unit(r.plan.Name), p)
+	switch {
+	case err == nil && !p.Report.ByOther:
+		r.announced("postload.done")
+	case errors.Is(err, hold.ErrHalted) && !p.Report.ByOther:
+		r.announced("postload.halted")
+	}
 	rep := p.Report
 	rep.ElapsedMs = time.Since(start).Milliseconds()
 	r.mu.Lock()

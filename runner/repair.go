@@ -61,6 +61,9 @@ func (r *Runner) Repair(ctx context.Context, only string, deleteExtra bool) (*Re
 	}
 	v, err := r.Verify(ctx, only)
 	rep.Verify = v
+	if err == nil {
+		r.announceVerified(ctx, v, only == "")
+	}
 	return rep, err
 }
 

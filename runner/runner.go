@@ -22,6 +22,7 @@ import (
 	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/lock"
 	"github.com/migrate-dev/migrate/metrics"
+	"github.com/migrate-dev/migrate/outbox"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/postload"
 	"github.com/migrate-dev/migrate/records"
@@ -56,6 +57,10 @@ type Options struct {
 	// Follow starts the plan's change stream before the copy and applies
 	// it, after the copy too, until a cutover stops it (Services.Capture).
 	Follow bool
+	// Deliver: this instance delivers the plan's events to its sinks
+	// (Services.Notify) while it runs, as the delivery lease's holder or
+	// its standby.
+	Deliver bool
 	// Parallel caps the shards this instance holds at once, so that other
 	// instances of the plan find free shards to take (0: from the cores and
 	// the databases' free connections, see defaultParallel).
@@ -81,6 +86,24 @@ type Services struct {
 	Cursor       *cursor.Store
 	// Capture is the source's change capture (with Options.Follow).
 	Capture stream.Capture
+	// Outbox records the run's events in the target (nil: none, as in a
+	// dry run); Notify delivers them to the plan's sinks (nil: none).
+	Outbox *outbox.Store
+	Notify Deliverer
+}
+
+// Deliverer delivers the run's events to the plan's sinks
+// (*notify.Deliverer).
+type Deliverer interface {
+	// Run delivers while ctx lasts, holding the plan's delivery lease or
+	// waiting for it as a standby.
+	Run(ctx context.Context)
+	// Kick wakes Run: an event was recorded.
+	Kick()
+	// Drain waits, up to timeout, until Run has nothing left to deliver
+	// (at once when another instance holds the delivery lease), and
+	// returns the events it left pending.
+	Drain(ctx context.Context, timeout time.Duration) int
 }
 
 // Runner runs one plan.
@@ -114,6 +137,8 @@ type Runner struct {
 	pace *pace
 
 	capture stream.Capture
+	outbox  *outbox.Store
+	notify  Deliverer
 	// streaming: the plan has a change stream (this run started it, or
 	// another did), so the copy's batches are ordered with its
 	// transactions (batch.Stream).
@@ -131,7 +156,8 @@ func New(plan *plans.Plan, opts Options, svc Services) *Runner {
 	}
 	r := &Runner{plan: plan, opts: opts, log: opts.Log, parallel: opts.Parallel,
 		src: svc.Source, srcD: svc.SourceSQL, dst: svc.Target, dstD: svc.TargetSQL, openScan: svc.OpenScan,
-		locker: svc.Locker, lockInTarget: svc.LockInTarget, records: svc.Records, fence: svc.Fence, cursor: svc.Cursor, capture: svc.Capture}
+		locker: svc.Locker, lockInTarget: svc.LockInTarget, records: svc.Records, fence: svc.Fence, cursor: svc.Cursor, capture: svc.Capture,
+		outbox: svc.Outbox, notify: svc.Notify}
 	r.unitFence = hold.Target{DB: r.dst, SQL: r.dstD, Fence: r.fence}
 	r.loop = &hold.Loop{Leases: hold.Locker{Locker: r.locker}, Fence: r.unitFence, Owner: opts.Owner, Log: r.log,
 		MaxRetries: plan.MaxRetries, MaxOutage: plan.MaxOutage, Observe: r.observe}
@@ -256,6 +282,7 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		return r.finish(start), err
 	}
 	r.srcDefs = setup.defs
+	defer r.deliver(ctx)() // setup made the outbox's tables
 	r.mu.Lock()
 	r.report.Notes, r.report.NotMigrated = setup.notes, setup.notCopied
 	r.mu.Unlock()
@@ -331,15 +358,18 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		r.log.Info("every shard was done before this run; nothing to copy or check")
 		return r.finish(start), nil
 	}
-	if !r.opts.NoVerify {
-		v, err := r.Verify(ctx, "")
-		if err != nil {
-			return r.finish(start), err
-		}
-		r.report.Verify = v
-		if !v.Equal {
-			return r.finish(start), ErrDiff
-		}
+	if r.opts.NoVerify {
+		r.planDone(ctx, nil)
+		return r.finish(start), nil
+	}
+	v, err := r.Verify(ctx, "")
+	if err != nil {
+		return r.finish(start), err
+	}
+	r.report.Verify = v
+	r.announceVerified(ctx, v, true)
+	if !v.Equal {
+		return r.finish(start), ErrDiff
 	}
 	return r.finish(start), nil
 }

@@ -59,6 +59,9 @@ func (w *shardWork) Halted() error {
 // one), copy from the checkpoint, and finish.
 func (w *shardWork) Run(ctx context.Context, c *hold.Claim) error {
 	w.log = w.r.log.With("shard", c.Unit.String(), "token", c.Lease.Token())
+	if c.TakenOver() {
+		w.r.announced("shard.taken_over") // recorded by the claim (TakenOver), which committed
+	}
 	if err := w.beginTakeover(c); err != nil {
 		return err
 	}
@@ -111,7 +114,8 @@ func (w *shardWork) finish(c *hold.Claim, res batch.Result, err error) error {
 	m := r.opts.Metrics
 	result := ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(cursor.Running), Token: c.Lease.Token(), Rows: res.Rows, Batches: res.Batches}
 	if err == nil {
-		err = w.setState(c, cursor.Done)
+		done := shardDone{shardEvent: w.event(c.Lease.Token()), RowsDone: w.cp.RowsDone + res.Rows}
+		err = w.setState(c, cursor.Done, "shard.done", done)
 	}
 	switch {
 	case errors.Is(err, cursor.ErrMoved) && c.Lease.Context().Err() == nil:
@@ -123,7 +127,7 @@ func (w *shardWork) finish(c *hold.Claim, res batch.Result, err error) error {
 		if w.tk != nil {
 			m.RecoveryFailed(s.Table, s.Index)
 		}
-		if w.halt(c) {
+		if w.halt(c, err) {
 			result.State = string(cursor.Halted)
 		}
 		r.addShard(result)
@@ -132,6 +136,7 @@ func (w *shardWork) finish(c *hold.Claim, res batch.Result, err error) error {
 		r.addShard(result)
 		return err
 	}
+	r.announced("shard.done")
 	w.log.Info("shard done", "rows", res.Rows, "batches", res.Batches, "replayed", res.Updated, "ms_per_batch", res.Profile.PerBatch())
 	m.SetState(s.Table, s.Index, string(cursor.Done))
 	result.State = string(cursor.Done)
@@ -140,24 +145,31 @@ func (w *shardWork) finish(c *hold.Claim, res batch.Result, err error) error {
 	return nil
 }
 
-// setState records the shard's state, fenced like a batch.
-func (w *shardWork) setState(c *hold.Claim, st cursor.State) error {
-	r := w.r
-	return r.unitFence.Do(c.Lease, c.Unit, func(ctx context.Context, tx *sql.Tx) error {
-		return r.cursor.SetState(ctx, tx, c.Unit, st, fenceToken(c.Lease))
+// setState records the shard's state and the event typ that reports it,
+// in one transaction fenced like a batch.
+func (w *shardWork) setState(c *hold.Claim, st cursor.State, typ string, data any) error {
+	r, s := w.r, c.Unit
+	return r.unitFence.Do(c.Lease, s, func(ctx context.Context, tx *sql.Tx) error {
+		if err := r.cursor.SetState(ctx, tx, s, st, fenceToken(c.Lease)); err != nil {
+			return err
+		}
+		return r.announce(ctx, tx, typ, data, s.Table, s.Index, c.Lease.Token())
 	})
 }
 
-// halt records the shard halted so no instance resumes it automatically,
-// and reports whether it could.
-func (w *shardWork) halt(c *hold.Claim) bool {
-	r := w.r
-	if err := w.setState(c, cursor.Halted); err != nil {
+// halt records the shard halted by cause, so no instance resumes it
+// automatically, and reports whether it could.
+func (w *shardWork) halt(c *hold.Claim, cause error) bool {
+	r, s := w.r, c.Unit
+	resume := r.resumeCommand(w.j.table.Name, s.Index)
+	ev := shardHalted{shardEvent: w.event(c.Lease.Token()), Reason: reason(cause), ResumeCommand: resume}
+	if err := w.setState(c, cursor.Halted, "shard.halted", ev); err != nil {
 		w.log.Error("could not record the shard halted", "err", err)
 		return false
 	}
-	w.log.Error("shard halted: automatic recovery gave up; fix the cause, then run `migrate resume`")
-	r.opts.Metrics.Halted(c.Unit.Table, c.Unit.Index)
+	r.announced("shard.halted")
+	w.log.Error("shard halted: automatic recovery gave up; fix the cause, then resume it", "cause", cause, "resume", resume)
+	r.opts.Metrics.Halted(s.Table, s.Index)
 	return true
 }
 

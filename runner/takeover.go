@@ -38,13 +38,14 @@ func (w *shardWork) beginTakeover(c *hold.Claim) error {
 		return nil
 	}
 	r.opts.Metrics.RecoveryFailed(s.Table, s.Index)
+	err := fmt.Errorf("%w: %s was taken over %d times within %v (max_takeovers %d): something stops every holder",
+		hold.ErrHalted, s, n, r.plan.TakeoverWindow, r.plan.MaxTakeovers)
 	state := cursor.Running
-	if w.halt(c) {
+	if w.halt(c, err) {
 		state = cursor.Halted
 	}
 	r.addShard(ShardResult{Table: j.table.Name, Target: j.table.Target, Shard: s.Index, State: string(state), Token: token})
-	return fmt.Errorf("%w: %s was taken over %d times within %v (max_takeovers %d): something stops every holder",
-		hold.ErrHalted, s, n, r.plan.TakeoverWindow, r.plan.MaxTakeovers)
+	return err
 }
 
 // countTakeover records the takeover (w.tk) in the target and returns how

@@ -16,8 +16,18 @@ import (
 
 // Delay returns the wait before retry n (n >= 1): a random duration in
 // [d/2, 3d/2) where d doubles from 500ms and is capped at 10s.
-func Delay(n int) time.Duration {
-	d := min(500*time.Millisecond<<min(max(n-1, 0), 5), 10*time.Second)
+func Delay(n int) time.Duration { return Backoff(n, 500*time.Millisecond, 10*time.Second) }
+
+// Backoff is the wait before attempt n+1 after n failures: base doubled
+// per failure up to limit, with jitter (a random time between half and
+// one and a half of it), so that many waiting clients do not come back
+// in step.
+func Backoff(n int, base, limit time.Duration) time.Duration {
+	d := base
+	for i := 1; i < n && d < limit; i++ {
+		d *= 2
+	}
+	d = min(d, limit)
 	return d/2 + rand.N(d)
 }
 
