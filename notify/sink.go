@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"time"
 	"unicode"
@@ -61,15 +60,13 @@ type Sink interface {
 // (os.LookupEnv in production) for the webhook's secret. An error names
 // the sink and what is wrong with it, never a secret.
 func New(s plans.Sink, lookup func(string) (string, bool)) (Sink, error) {
-	f, err := newFilter(s.Events)
-	if err != nil {
-		return nil, fmt.Errorf("sink %s: %w", s.Name, err)
-	}
+	f := filter(s.Events) // its patterns are checked with the plan (plans.validate)
 	timeout := s.Timeout
 	if timeout <= 0 {
 		timeout = plans.DefaultSinkTimeout
 	}
 	var sk Sink
+	var err error
 	switch {
 	case s.Webhook != nil && s.Command != nil:
 		err = errors.New("both a webhook and a command; a sink is one of them")
@@ -86,45 +83,11 @@ func New(s plans.Sink, lookup func(string) (string, bool)) (Sink, error) {
 	return sk, nil
 }
 
-// filter is a sink's Events: the types it wants, as path.Match patterns;
-// none is every type.
+// filter is a sink's Events filter (plans.Sink.Wants).
 type filter []string
 
-func newFilter(patterns []string) (filter, error) {
-	for _, p := range patterns {
-		// path.Match checks the whole pattern, so a malformed one fails
-		// here and not silently at every event.
-		if _, err := path.Match(p, ""); err != nil {
-			return nil, fmt.Errorf("events: %q is not a valid pattern", p)
-		}
-		if !matchesAny(p, plans.EventTypes) {
-			return nil, fmt.Errorf("events: %q matches no event type (%s)", p, strings.Join(plans.EventTypes, ", "))
-		}
-	}
-	return filter(patterns), nil
-}
-
-func matchesAny(pattern string, types []string) bool {
-	for _, t := range types {
-		if ok, _ := path.Match(pattern, t); ok {
-			return true
-		}
-	}
-	return false
-}
-
 // Wants reports whether an event of type t passes the filter.
-func (f filter) Wants(t string) bool {
-	if len(f) == 0 {
-		return true
-	}
-	for _, p := range f {
-		if ok, _ := path.Match(p, t); ok {
-			return true
-		}
-	}
-	return false
-}
+func (f filter) Wants(t string) bool { return plans.Sink{Events: f}.Wants(t) }
 
 // maxDetail bounds the receiver's words (a response body, a command's
 // stderr) quoted in an error: enough to say what went wrong, not enough

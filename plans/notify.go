@@ -1,6 +1,9 @@
 package plans
 
-import "time"
+import (
+	"path"
+	"time"
+)
 
 // The run events a plan's outbox records (package outbox), in the order
 // a plan's life produces them. A sink's Events filter names them, or
@@ -64,4 +67,27 @@ type Webhook struct {
 // delivered.
 type Command struct {
 	Argv []string // the program and its arguments; no shell
+}
+
+// Wants reports whether the sink receives events of type typ: its Events
+// filter names it or a glob over it matches (path.Match); every type
+// when it has no filter.
+func (s Sink) Wants(typ string) bool {
+	if len(s.Events) == 0 {
+		return true
+	}
+	for _, pat := range s.Events {
+		if ok, _ := path.Match(pat, typ); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// Kind is "webhook" or "command".
+func (s Sink) Kind() string {
+	if s.Command != nil {
+		return "command"
+	}
+	return "webhook"
 }

@@ -85,7 +85,7 @@ func TestReader_ReadNoCheckpoints(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := &Status{Plan: e.rd.Plan.Name, Tables: []ShardStatus{}, Leases: []LeaseStatus{},
-			Totals: []TableTotal{{Table: "shop.orders", Target: "orders", Shards: 2}}}
+			Totals: []TableTotal{{Table: "shop.orders", Target: "orders", Shards: 2}}, Notify: []SinkStatus{}, Events: []EventStatus{}}
 		if !reflect.DeepEqual(st, want) {
 			t.Errorf("status of a plan not set up\n got %+v\nwant %+v", st, want)
 		}

@@ -62,6 +62,12 @@ func Render(w io.Writer, st *Status) error {
 		}
 		fmt.Fprintln(w)
 	}
+	for _, t := range st.Tables {
+		if t.HaltReason != "" {
+			fmt.Fprintf(w, "halted %s#%d: %s\n  resume with: %s\n", t.Table, t.Shard, t.HaltReason, t.ResumeCommand)
+		}
+	}
+	RenderNotify(w, st.Notify)
 	if len(st.Leases) == 0 {
 		fmt.Fprintln(w, "leases: none held")
 	}
@@ -100,5 +106,25 @@ func bytesText(n int64) string {
 		return fmt.Sprintf("%d bytes", n)
 	default:
 		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+}
+
+// RenderNotify shows each sink's delivery of the plan's events.
+func RenderNotify(w io.Writer, sinks []SinkStatus) {
+	for _, s := range sinks {
+		fmt.Fprintf(w, "events to %s (%s): %d delivered, %d pending", s.Name, s.Kind, s.Delivered, s.Pending)
+		if s.OldestPendingMs != nil {
+			fmt.Fprintf(w, ", oldest %s", (time.Duration(*s.OldestPendingMs) * time.Millisecond).Round(time.Second))
+		}
+		if s.GivenUp > 0 {
+			fmt.Fprintf(w, ", %d given up (see `migrate events --pending`)", s.GivenUp)
+		}
+		if s.Disabled {
+			fmt.Fprint(w, ", DISABLED by a 410 answer (`migrate events enable`)")
+		}
+		if s.LastError != "" {
+			fmt.Fprintf(w, ", last error: %s", s.LastError)
+		}
+		fmt.Fprintln(w)
 	}
 }

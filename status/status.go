@@ -17,6 +17,7 @@ import (
 	"github.com/migrate-dev/migrate/fence"
 	"github.com/migrate-dev/migrate/hold"
 	"github.com/migrate-dev/migrate/lock"
+	"github.com/migrate-dev/migrate/outbox"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/postload"
 	"github.com/migrate-dev/migrate/records"
@@ -135,6 +136,7 @@ type Reader struct {
 	Records *records.Store
 	Locker  *lock.Locker
 	Steps   postload.Store
+	Outbox  *outbox.Store // nil: no events read
 }
 
 // Read reads the plan's state: checkpoints, watermarks, takeovers and the
@@ -169,6 +171,9 @@ func (rd *Reader) Read(ctx context.Context) (*Status, error) {
 		return nil, fmt.Errorf("target %s: %w", rd.Plan.Target, err)
 	}
 	if st.Stream, err = rd.stream(ctx); err != nil {
+		return nil, err
+	}
+	if err := rd.events(ctx, st); err != nil {
 		return nil, err
 	}
 	if len(steps) > 0 {

@@ -50,6 +50,8 @@ Usage:
   migrate repair   -p PLAN [--table NAME] [--delete-extra] [--json]
   migrate validate -p PLAN
   migrate resume   -p PLAN [--table NAME] [--shard N]
+  migrate events   -p PLAN [--json] [--pending] [--sink NAME]
+  migrate events   redeliver|deliver|enable -p PLAN ...   (run events and their webhooks)
   migrate drill    -p PLAN KIND [--json] [--reset]   (KIND: kill, pause, short-pause,
                    partition, late-write, lock-restart)
 
@@ -91,6 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		"drill":    drillCmd,
 		"cutover":  cutoverCmd,
 		"abandon":  abandonCmd,
+		"events":   eventsCmd,
 	}
 	name := args[0]
 	if name == "-h" || name == "--help" || name == "help" {

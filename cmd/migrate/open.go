@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
@@ -16,6 +17,8 @@ import (
 	"github.com/migrate-dev/migrate/lock/redislock"
 	"github.com/migrate-dev/migrate/lock/zklock"
 	"github.com/migrate-dev/migrate/metrics"
+	"github.com/migrate-dev/migrate/notify"
+	"github.com/migrate-dev/migrate/outbox"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/postload"
 	"github.com/migrate-dev/migrate/records"
@@ -42,7 +45,7 @@ func openStatus(ctx context.Context, plan *plans.Plan, log *slog.Logger) (rd *st
 		return nil, nil, err
 	}
 	return &status.Reader{Plan: plan, Target: svc.Target, SQL: svc.TargetSQL, Cursor: svc.Cursor, Fence: svc.Fence,
-		Records: svc.Records, Locker: svc.Locker, Steps: postload.Store{Plan: plan.Name, SQL: svc.TargetSQL}, Capture: svc.Capture}, r.Close, nil
+		Records: svc.Records, Locker: svc.Locker, Steps: postload.Store{Plan: plan.Name, SQL: svc.TargetSQL}, Capture: svc.Capture, Outbox: svc.Outbox}, r.Close, nil
 }
 
 // open is openRunner, and the services it opened.
@@ -97,6 +100,17 @@ func open(ctx context.Context, plan *plans.Plan, opts runner.Options, targetOnly
 	svc.Capture = newCapture(plan)
 	svc.Records = records.New(svc.Target, svc.TargetSQL)
 	svc.Fence, svc.Cursor = fence.New(svc.TargetSQL), cursor.New(svc.TargetSQL)
+	svc.Outbox = outbox.New(svc.TargetSQL)
+	if opts.Deliver {
+		d, err := notify.NewDeliverer(notify.Config{Plan: plan, Store: svc.Outbox, DB: svc.Target, Leases: svc.Locker,
+			Owner: opts.Owner, Log: opts.Log, Metrics: opts.Metrics, Lookup: os.LookupEnv})
+		if err != nil {
+			return fail(fmt.Errorf("%w: %w", plans.ErrInvalid, err))
+		}
+		if d != nil {
+			svc.Notify = d
+		}
+	}
 	r := runner.New(plan, opts, svc)
 	if err := r.Ping(ctx); err != nil {
 		r.Close()

@@ -81,6 +81,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return f.failure(stdout, plan, opts.Owner, err)
 	}
 	opts.Log.Info("starting", "plan", plan.Name, "owner", opts.Owner, "source", plan.Source, "target", plan.Target, "lock", plan.LockName())
+	opts.Deliver = !*f.dry
 	r, err := openRunner(ctx, plan, opts, false)
 	if err != nil {
 		return f.failure(stdout, plan, opts.Owner, err)
