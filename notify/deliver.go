@@ -25,7 +25,10 @@ type Leases interface {
 // Base names a plan's delivery lease: one instance delivers at a time,
 // so that each sink receives the plan's events in order, each once but
 // for a crash between the send and its mark.
-func Base(plan string) string { return lock.ShardBase(plan, "_notify", 0) }
+func Base(plan string) string {
+	u := outbox.Unit(plan)
+	return lock.ShardBase(u.Plan, u.Table, u.Index)
+}
 
 // Delivery's pace.
 const (

@@ -66,6 +66,10 @@ func ID(plan, typ string, parts ...any) string {
 	return "evt_" + hex.EncodeToString(h.Sum(nil))[:24]
 }
 
+// Unit is the plan's delivery as a leased unit: one instance delivers its
+// events at a time, under this unit's lease.
+func Unit(plan string) fence.Shard { return fence.Shard{Plan: plan, Table: "_notify", Index: 0} }
+
 // The states of an event for a sink.
 const (
 	Delivered = "delivered" // the sink took it (2xx, exit 0)

@@ -290,8 +290,9 @@ func (rd *Reader) leases(ctx context.Context, st *Status, shards map[string]int)
 			}
 		}
 	}
-	// The plan's other units: the post-load phase and the change stream.
-	for _, u := range []fence.Shard{postload.Unit(rd.Plan.Name), apply.Unit(rd.Plan.Name)} {
+	// The plan's other units: the post-load phase, the change stream, the
+	// delivery of its events.
+	for _, u := range []fence.Shard{postload.Unit(rd.Plan.Name), apply.Unit(rd.Plan.Name), outbox.Unit(rd.Plan.Name)} {
 		info, err := rd.Locker.Inspect(ctx, hold.Base(u))
 		if err != nil {
 			return nil, fmt.Errorf("lock %s: %w", rd.Locker, err)
