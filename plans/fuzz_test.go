@@ -108,7 +108,7 @@ func checkPlan(t *testing.T, p *Plan) {
 	if p.LeaseTTL < MinLeaseTTL || p.BatchSize < 1 || p.BatchSize > MaxBatchSize || p.MaxRetries < 0 || !validIdent(p.FenceColumn) {
 		fail("settings")
 	}
-	if len(p.Tables) == 0 {
+	if len(p.Tables) == 0 && !p.Discover { // a discovering plan finds its tables in the source (Resolve)
 		fail("no tables")
 	}
 	type pair struct{ s, t string }
@@ -128,7 +128,7 @@ func checkPlan(t *testing.T, p *Plan) {
 				}
 			}
 		}
-		if tb.Shards < ShardsAuto || tb.Shards > MaxShards || len(tb.Key) == 0 {
+		if tb.Shards < ShardsAuto || tb.Shards > MaxShards || tb.Key != nil && len(tb.Key) == 0 { // nil: the primary key, found by Resolve
 			fail("table %q shards/key", tb.Name)
 		}
 		if p.File != "" && tb.Line < 1 {
