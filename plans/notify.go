@@ -1,6 +1,13 @@
 package plans
 
-import "time"
+import (
+	"encoding/json"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // The run events a plan's outbox records (package outbox), in the order
 // a plan's life produces them. A sink's Events filter names them, or
@@ -19,6 +26,13 @@ var EventTypes = []string{
 const (
 	DefaultSinkTimeout     = 10 * time.Second // one attempt (an HTTP request, a command's run)
 	DefaultSinkGiveUpAfter = 24 * time.Hour   // an event pending longer is set aside, kept and reported
+)
+
+// Limits of a sink checked when a plan is read.
+const (
+	MinSinkTimeout     = 100 * time.Millisecond
+	MaxSinkTimeout     = 10 * time.Minute
+	MinSinkGiveUpAfter = time.Minute
 )
 
 // Sink is one destination of a plan's events (the plan's notify: list):
@@ -44,6 +58,15 @@ type Sink struct {
 	Column      int
 }
 
+// Kind is "webhook" or "command". With the name it is all a summary of a
+// plan shows of a sink.
+func (s Sink) Kind() string {
+	if s.Webhook != nil {
+		return "webhook"
+	}
+	return "command"
+}
+
 // Webhook is an HTTP POST of each event (Standard Webhooks).
 type Webhook struct {
 	URL string // http:// or https://
@@ -64,4 +87,66 @@ type Webhook struct {
 // delivered.
 type Command struct {
 	Argv []string // the program and its arguments; no shell
+}
+
+// urlShown is a URL for messages: without its user and password, query
+// and fragment, where tokens are kept. When the text does not parse, any
+// '@' is taken for the end of a user and password, wherever it is.
+func urlShown(s string) string {
+	s, _, _ = strings.Cut(s, "#")
+	s, _, _ = strings.Cut(s, "?")
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
+	}
+	end := strings.IndexByte(rest, '/')
+	if _, err := url.Parse(s); err != nil || end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndexByte(rest[:end], '@'); at >= 0 {
+		rest = rest[at+1:]
+	}
+	return scheme + "://" + rest
+}
+
+// String describes the webhook without what may be secret: the URL
+// without its user, query and fragment, the headers by name only. fmt
+// uses it for a Webhook anywhere in a value it prints (%v, %+v, %s).
+func (w Webhook) String() string {
+	var b strings.Builder
+	b.WriteString("webhook " + urlShown(w.URL))
+	if w.SecretEnv != "" {
+		b.WriteString(" signed with $" + w.SecretEnv)
+	}
+	if names := w.headerNames(); len(names) > 0 {
+		b.WriteString(" headers " + strings.Join(names, ","))
+	}
+	if w.CAFile != "" {
+		b.WriteString(" ca_file " + w.CAFile)
+	}
+	return b.String()
+}
+
+// GoString is String for %#v, which would otherwise print the headers'
+// values.
+func (w Webhook) GoString() string { return "plans.Webhook(" + strconv.Quote(w.String()) + ")" }
+
+// MarshalJSON encodes what String shows: the URL without its user, query
+// and fragment, the headers' names.
+func (w Webhook) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		URL       string   `json:"url"`
+		SecretEnv string   `json:"secret_env,omitempty"`
+		Headers   []string `json:"headers,omitempty"`
+		CAFile    string   `json:"ca_file,omitempty"`
+	}{urlShown(w.URL), w.SecretEnv, w.headerNames(), w.CAFile})
+}
+
+func (w Webhook) headerNames() []string {
+	names := make([]string, 0, len(w.Headers))
+	for k := range w.Headers {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
 }
