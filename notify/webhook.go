@@ -33,10 +33,6 @@ const maxDrain = 64 << 10
 // would garble the quote.
 const minRedacted = 6
 
-// reservedHeaders are the headers a webhook sets itself; a plan's headers
-// may not replace them (lower case).
-var reservedHeaders = []string{HeaderID, HeaderTimestamp, HeaderSignature, "content-type", "content-length", "host", "transfer-encoding"}
-
 // webhook POSTs each event to a URL.
 type webhook struct {
 	name string
@@ -51,11 +47,9 @@ type webhook struct {
 }
 
 func newWebhook(name string, f filter, timeout time.Duration, w *plans.Webhook, lookup func(string) (string, bool)) (*webhook, error) {
-	where, err := checkURL(w.URL)
-	if err != nil {
-		return nil, err
-	}
-	s := &webhook{name: name, filter: f, timeout: timeout, url: w.URL, where: where, headers: make(http.Header)}
+	// The URL and the headers were checked with the plan (plans.validate).
+	s := &webhook{name: name, filter: f, timeout: timeout, url: w.URL, where: plans.URLShown(w.URL), headers: make(http.Header)}
+	var err error
 	if w.SecretEnv != "" {
 		secret, ok := lookup(w.SecretEnv)
 		if !ok {
@@ -67,9 +61,6 @@ func newWebhook(name string, f filter, timeout time.Duration, w *plans.Webhook, 
 		s.secrets = append(s.secrets, secret)
 	}
 	for k, v := range w.Headers {
-		if err := checkHeader(k, v); err != nil {
-			return nil, err
-		}
 		s.headers.Set(k, v)
 		if len(v) >= minRedacted {
 			s.secrets = append(s.secrets, v)
@@ -98,46 +89,6 @@ func newWebhook(name string, f filter, timeout time.Duration, w *plans.Webhook, 
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	return s, nil
-}
-
-// checkURL checks a webhook's URL and returns it as messages print it.
-// Neither the URL nor url.Parse's error (which quotes it) is in an error:
-// a token may be in its query or userinfo.
-func checkURL(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", errors.New("url: not a valid URL")
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return "", errors.New("url: the scheme is not http or https")
-	}
-	if u.Host == "" {
-		return "", errors.New("url: no host")
-	}
-	return safeURL(u), nil
-}
-
-// safeURL is u as scheme://host/path: no userinfo, query or fragment,
-// where a token may be.
-func safeURL(u *url.URL) string {
-	return u.Scheme + "://" + u.Host + u.EscapedPath()
-}
-
-// checkHeader checks one of a plan's headers. The value, which may come
-// from the environment, is never in the error.
-func checkHeader(k, v string) error {
-	if k == "" || strings.ContainsFunc(k, func(r rune) bool { return r <= ' ' || r >= 0x7f || strings.ContainsRune(`"(),/:;<=>?@[\]{}`, r) }) {
-		return fmt.Errorf("headers: %q is not a header name", k)
-	}
-	for _, r := range reservedHeaders {
-		if strings.EqualFold(k, r) {
-			return fmt.Errorf("headers: %s is set by the webhook itself", k)
-		}
-	}
-	if strings.ContainsAny(v, "\r\n\x00") {
-		return fmt.Errorf("headers: the value of %s has a line break or a NUL", k)
-	}
-	return nil
 }
 
 // loadCAs is the system's CA pool and the certificates of the PEM file.
@@ -214,7 +165,7 @@ func (s *webhook) result(resp *http.Response, body []byte) Result {
 	case code >= 300 && code <= 399:
 		to := "no Location"
 		if loc, err := resp.Location(); err == nil {
-			to = "Location " + safeURL(loc)
+			to = "Location " + plans.URLShown(loc.String())
 		}
 		return Result{Err: s.errorf("%s (%s): redirects are not followed; set the sink's url to where the receiver is", status, to)}
 	case code == http.StatusGone:

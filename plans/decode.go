@@ -9,11 +9,11 @@ import (
 // Decoding a plan file: the document's structure here; YAML syntax errors
 // and their positions in decode_yaml.go, the typed field readers in
 // decode_fields.go, ${VAR} expansion in decode_expand.go, "did you mean"
-// in decode_suggest.go.
+// in decode_suggest.go, the notify: list in decode_notify.go.
 
 // The keys a plan file may use.
 var (
-	planKeys  = []string{"name", "source", "target", "redis", "lock", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "max_retained_log_mb", "include", "exclude", "tables"}
+	planKeys  = []string{"name", "source", "target", "redis", "lock", "lease_ttl", "batch_size", "fence_column", "max_retries", "max_takeovers", "takeover_window", "max_outage", "max_retained_log_mb", "include", "exclude", "tables", "notify"}
 	tableKeys = []string{"name", "target", "key", "columns", "shards", "types"}
 )
 
@@ -76,6 +76,8 @@ func (d *decoder) decode(data []byte) (*Plan, *planPos) {
 			d.list(f, key, v, &p.Exclude)
 		case "tables":
 			d.tables(p, pp, v)
+		case "notify":
+			d.notify(p, v)
 		}
 	})
 	p.Discover = !f.has("tables") || p.Include != nil || p.Exclude != nil

@@ -41,6 +41,8 @@ func FuzzParse(f *testing.F) {
 		"name: [x\n",
 		"",
 		"tables:\n  - name: t\n    key: [\"$${x}\", $y]\n",
+		"name: x\nsource: ${SOURCE}\ntarget: ${TARGET}\ntables: [{name: t, key: id}]\nnotify:\n  - name: ops\n    webhook:\n      url: https://h.example.com/x?k=${NUM}\n      headers: {Authorization: \"Bearer ${SOURCE}\", X-A: '${EMPTY}'}\n    events: [shard.halted, \"plan.*\"]\n    timeout: 5s\n  - {name: pager, command: [pg, --team, db], give_up_after: 1h}\n",
+		"name: x\nsource: ${SOURCE}\ntarget: ${TARGET}\nnotify:\n  - {name: A, webhook: {url: 'https://u:${SOURCE}@h/x', secret_env: NOPE, headers: {content-type: x}}, command: y, events: [shard.don, '[x']}\n  - ops\n",
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
@@ -108,8 +110,21 @@ func checkPlan(t *testing.T, p *Plan) {
 	if p.LeaseTTL < MinLeaseTTL || p.BatchSize < 1 || p.BatchSize > MaxBatchSize || p.MaxRetries < 0 || !validIdent(p.FenceColumn) {
 		fail("settings")
 	}
-	if len(p.Tables) == 0 {
+	if len(p.Tables) == 0 && !p.Discover { // a discovering plan finds its tables in the source (Resolve)
 		fail("no tables")
+	}
+	names := map[string]bool{}
+	for _, sk := range p.Notify {
+		if !validSinkName(sk.Name) || names[sk.Name] || (sk.Webhook == nil) == (sk.Command == nil) || sk.Line < 1 {
+			fail("sink %q", sk.Name)
+		}
+		names[sk.Name] = true
+		if sk.Timeout < MinSinkTimeout || sk.Timeout > MaxSinkTimeout || sk.GiveUpAfter < MinSinkGiveUpAfter {
+			fail("sink %q durations", sk.Name)
+		}
+		if sk.Command != nil && (len(sk.Command.Argv) == 0 || sk.Command.Argv[0] == "") {
+			fail("sink %q command", sk.Name)
+		}
 	}
 	type pair struct{ s, t string }
 	seen := map[pair]bool{}
@@ -128,7 +143,7 @@ func checkPlan(t *testing.T, p *Plan) {
 				}
 			}
 		}
-		if tb.Shards < ShardsAuto || tb.Shards > MaxShards || len(tb.Key) == 0 {
+		if tb.Shards < ShardsAuto || tb.Shards > MaxShards || tb.Key != nil && len(tb.Key) == 0 { // nil: the primary key, found by Resolve
 			fail("table %q shards/key", tb.Name)
 		}
 		if p.File != "" && tb.Line < 1 {

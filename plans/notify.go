@@ -1,7 +1,12 @@
 package plans
 
 import (
+	"encoding/json"
+	"net/url"
 	"path"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -22,6 +27,13 @@ var EventTypes = []string{
 const (
 	DefaultSinkTimeout     = 10 * time.Second // one attempt (an HTTP request, a command's run)
 	DefaultSinkGiveUpAfter = 24 * time.Hour   // an event pending longer is set aside, kept and reported
+)
+
+// Limits of a sink checked when a plan is read.
+const (
+	MinSinkTimeout     = 100 * time.Millisecond
+	MaxSinkTimeout     = 10 * time.Minute
+	MinSinkGiveUpAfter = time.Minute
 )
 
 // Sink is one destination of a plan's events (the plan's notify: list):
@@ -45,6 +57,15 @@ type Sink struct {
 	GiveUpAfter time.Duration
 	Line        int // where the sink starts in the plan file; 0 for none
 	Column      int
+}
+
+// Kind is "webhook" or "command". With the name it is all a summary of a
+// plan shows of a sink.
+func (s Sink) Kind() string {
+	if s.Webhook != nil {
+		return "webhook"
+	}
+	return "command"
 }
 
 // Webhook is an HTTP POST of each event (Standard Webhooks).
@@ -84,10 +105,64 @@ func (s Sink) Wants(typ string) bool {
 	return false
 }
 
-// Kind is "webhook" or "command".
-func (s Sink) Kind() string {
-	if s.Command != nil {
-		return "command"
+// URLShown is a URL for messages (here and where a sink reports errors): without its user and password, query
+// and fragment, where tokens are kept. When the text does not parse, any
+// '@' is taken for the end of a user and password, wherever it is.
+func URLShown(s string) string {
+	s, _, _ = strings.Cut(s, "#")
+	s, _, _ = strings.Cut(s, "?")
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return s
 	}
-	return "webhook"
+	end := strings.IndexByte(rest, '/')
+	if _, err := url.Parse(s); err != nil || end < 0 {
+		end = len(rest)
+	}
+	if at := strings.LastIndexByte(rest[:end], '@'); at >= 0 {
+		rest = rest[at+1:]
+	}
+	return scheme + "://" + rest
+}
+
+// String describes the webhook without what may be secret: the URL
+// without its user, query and fragment, the headers by name only. fmt
+// uses it for a Webhook anywhere in a value it prints (%v, %+v, %s).
+func (w Webhook) String() string {
+	var b strings.Builder
+	b.WriteString("webhook " + URLShown(w.URL))
+	if w.SecretEnv != "" {
+		b.WriteString(" signed with $" + w.SecretEnv)
+	}
+	if names := w.headerNames(); len(names) > 0 {
+		b.WriteString(" headers " + strings.Join(names, ","))
+	}
+	if w.CAFile != "" {
+		b.WriteString(" ca_file " + w.CAFile)
+	}
+	return b.String()
+}
+
+// GoString is String for %#v, which would otherwise print the headers'
+// values.
+func (w Webhook) GoString() string { return "plans.Webhook(" + strconv.Quote(w.String()) + ")" }
+
+// MarshalJSON encodes what String shows: the URL without its user, query
+// and fragment, the headers' names.
+func (w Webhook) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		URL       string   `json:"url"`
+		SecretEnv string   `json:"secret_env,omitempty"`
+		Headers   []string `json:"headers,omitempty"`
+		CAFile    string   `json:"ca_file,omitempty"`
+	}{URLShown(w.URL), w.SecretEnv, w.headerNames(), w.CAFile})
+}
+
+func (w Webhook) headerNames() []string {
+	names := make([]string, 0, len(w.Headers))
+	for k := range w.Headers {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
 }
