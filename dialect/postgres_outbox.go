@@ -1,13 +1,16 @@
 package dialect
 
 // outboxHelpers creates the outbox, delivery and sink tables (Helpers).
-// The outbox's seq orders a plan's events as they were recorded.
+// The outbox's seq orders a plan's events as they were recorded. Every
+// index is in the CREATE TABLE: a CREATE INDEX, even IF NOT EXISTS, would
+// wait for any transaction that recorded an event and is still open (a
+// frozen holder's).
 func (p Postgres) outboxHelpers() []string {
 	return []string{
 		`CREATE TABLE IF NOT EXISTS ` + p.Quote(OutboxTable) + ` (
-  seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id text NOT NULL UNIQUE, plan text NOT NULL,
-  type text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp(), data text NOT NULL)`,
-		`CREATE INDEX IF NOT EXISTS ` + p.Quote(OutboxTable+"_plan") + ` ON ` + p.Quote(OutboxTable) + ` (plan, seq)`,
+  seq bigint GENERATED ALWAYS AS IDENTITY, id text NOT NULL UNIQUE, plan text NOT NULL,
+  type text NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp(), data text NOT NULL,
+  PRIMARY KEY (plan, seq))`,
 		`CREATE TABLE IF NOT EXISTS ` + p.Quote(DeliveryTable) + ` (
   plan text NOT NULL, sink text NOT NULL, id text NOT NULL, state text NOT NULL,
   attempts integer NOT NULL, at timestamptz NOT NULL, PRIMARY KEY (plan, sink, id))`,

@@ -63,7 +63,6 @@ type Deliverer struct {
 
 	mu      sync.Mutex
 	holding bool           // this instance holds the delivery lease
-	standby bool           // another instance holds it
 	pending map[string]int // per sink, as last counted while holding
 	settled chan struct{}  // closed and replaced whenever a count changes
 }
@@ -126,9 +125,7 @@ func (d *Deliverer) Run(ctx context.Context) {
 		switch {
 		case errors.As(err, &held):
 			d.log.Debug("run events are delivered by another instance", "holder", held.Owner)
-			d.setStandby(true)
 			_ = d.leases.WaitFree(ctx, base, d.owner)
-			d.setStandby(false)
 			continue
 		case err != nil:
 			failures++
@@ -292,12 +289,6 @@ func (d *Deliverer) count(sink string, evs []outbox.Event) {
 	}
 }
 
-func (d *Deliverer) setStandby(s bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.standby = s
-}
-
 func (d *Deliverer) setHolding(h bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -308,8 +299,8 @@ func (d *Deliverer) setHolding(h bool) {
 }
 
 // Drain waits, up to timeout, until every sink has nothing pending that
-// it wants, and returns what is left (at once while another instance
-// holds the delivery lease: that one delivers them).
+// it wants (delivered by this instance or the one holding the delivery
+// lease), and returns what is left.
 func (d *Deliverer) Drain(ctx context.Context, timeout time.Duration) int {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -320,15 +311,15 @@ func (d *Deliverer) Drain(ctx context.Context, timeout time.Duration) int {
 			d.log.Warn("could not count the run events left to deliver", "err", err)
 			return 0
 		}
-		d.mu.Lock()
-		standby, settled := d.standby, d.settled
-		d.mu.Unlock()
-		switch {
-		case standby:
-			return 0 // the holder delivers them
-		case n == 0:
+		if n == 0 {
 			return 0
 		}
+		// Delivered by this instance, or by the holder of the delivery
+		// lease — or by this one once that lease expires, when its holder
+		// died.
+		d.mu.Lock()
+		settled := d.settled
+		d.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return n

@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -182,6 +183,20 @@ func (r *Runner) planDone(ctx context.Context, tables []verify.Result) {
 		rows += t.TargetRows
 	}
 	r.record(ctx, "plan.done", map[string]any{"tables": len(r.plan.Tables), "verified": len(tables) > 0, "rows": rows})
+}
+
+// planEnded reports whether plan.done is recorded (when the outbox cannot
+// be read, it says so: a finished plan is not verified again for that).
+func (r *Runner) planEnded(ctx context.Context) bool {
+	if r.outbox == nil {
+		return true
+	}
+	evs, err := r.outbox.Events(ctx, r.dst, r.plan.Name)
+	if err != nil {
+		r.log.Warn("could not read the run events", "err", err)
+		return true
+	}
+	return slices.ContainsFunc(evs, func(e outbox.Event) bool { return e.Type == "plan.done" })
 }
 
 // record writes one event in a transaction of its own; a failure is

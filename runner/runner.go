@@ -355,8 +355,13 @@ func (r *Runner) Run(ctx context.Context) (*Report, error) {
 		return r.finish(start), nil
 	}
 	if r.nothingDone() {
-		r.log.Info("every shard was done before this run; nothing to copy or check")
-		return r.finish(start), nil
+		if r.planEnded(ctx) {
+			r.log.Info("every shard was done before this run; nothing to copy or check")
+			return r.finish(start), nil
+		}
+		// The instances that finished the shards stopped before they
+		// checked the tables and recorded the plan's end.
+		r.log.Info("every shard was done before this run, but the plan's end was not recorded (its last holders stopped before verifying): checking the tables")
 	}
 	if r.opts.NoVerify {
 		r.planDone(ctx, nil)

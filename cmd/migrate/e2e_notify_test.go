@@ -203,7 +203,7 @@ func TestNotify_AtLeastOnceUnderFaults(t *testing.T) {
 		stoppedAt(t, zombie, "outbox.before_commit:shard.done")
 		for _, ev := range e.outbox(t) {
 			if ev.typ == "shard.done" {
-				t.Fatalf("shard.done recorded before its transaction committed: %+v", ev)
+				t.Fatalf("shard.done recorded before its transaction committed: %+v\n%s", ev, zombie.stderr.String())
 			}
 		}
 		b := run("b", "notify.before_send:shard.done")

@@ -169,10 +169,10 @@ func (e eventsRun) redeliver(ctx context.Context, ids, glob string, pending bool
 	if err != nil {
 		return err
 	}
-	want := map[string]bool{}
+	want, unseen := map[string]bool{}, map[string]bool{}
 	for id := range strings.SplitSeq(ids, ",") {
 		if id = strings.TrimSpace(id); id != "" {
-			want[id] = true
+			want[id], unseen[id] = true, true
 		}
 	}
 	var failed, sent int
@@ -193,7 +193,7 @@ func (e eventsRun) redeliver(ctx context.Context, ids, glob string, pending bool
 				pending && !slices.Contains(ev.PendingFor, s.Name):
 				continue
 			}
-			delete(want, ev.ID)
+			delete(unseen, ev.ID)
 			res := sink.Send(ctx, notify.Event{ID: ev.ID, Type: ev.Type, At: raw[i].At, Body: raw[i].Payload()})
 			if res.Err != nil {
 				failed++
@@ -207,7 +207,7 @@ func (e eventsRun) redeliver(ctx context.Context, ids, glob string, pending bool
 			fmt.Fprintf(e.stdout, "%s %s -> %s: delivered\n", ev.ID, ev.Type, s.Name)
 		}
 	}
-	for id := range want {
+	for id := range unseen {
 		fmt.Fprintf(e.stdout, "%s: no such event for the chosen sinks\n", id)
 		failed++
 	}

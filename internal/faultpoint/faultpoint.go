@@ -9,6 +9,7 @@ package faultpoint
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"sync"
 	"syscall"
 )
@@ -17,18 +18,31 @@ import (
 const Env = "MIGRATE_FAULTPOINT"
 
 var (
-	want = os.Getenv(Env)
-	once sync.Once
+	want  = os.Getenv(Env)
+	mu    sync.Mutex
+	fired bool
 )
 
 // Hit stops the process if it is the point the environment names, the
-// first time it is reached.
+// first time it is reached. The caller does not go past the point before
+// the process is woken (SIGCONT), nor does any other goroutine that
+// reaches it meanwhile: a process stopping itself is not stopped the
+// moment it asks, and another goroutine could otherwise pass the point
+// (commit its transaction, say) in between.
 func Hit(name, detail string) {
 	if want == "" || want != name+":"+detail {
 		return
 	}
-	once.Do(func() {
-		fmt.Fprintf(os.Stderr, "faultpoint %s reached\n", want)
-		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
-	})
+	mu.Lock()
+	defer mu.Unlock()
+	if fired {
+		return
+	}
+	fired = true
+	woken := make(chan os.Signal, 1)
+	signal.Notify(woken, syscall.SIGCONT)
+	defer signal.Stop(woken)
+	fmt.Fprintf(os.Stderr, "faultpoint %s reached\n", want)
+	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	<-woken
 }
