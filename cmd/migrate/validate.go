@@ -86,6 +86,13 @@ func validateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			fmt.Fprintf(stdout, "  post-load does not create %s %s: %s\n", o.Kind, o.Name, o.Note)
 		}
 	}
+	for _, s := range p.Notify {
+		events := "every event"
+		if len(s.Events) > 0 {
+			events = strings.Join(s.Events, ", ")
+		}
+		fmt.Fprintf(stdout, "  notify %s (%s): %s\n", s.Name, s.Kind(), events)
+	}
 	for _, w := range p.Warnings() {
 		fmt.Fprintln(stderr, "warning:", w)
 	}
