@@ -105,39 +105,9 @@ func (d *decoder) lock(f *fields, name string, n *yaml.Node, p *Plan) {
 // list reads a list of names; a single scalar is a list of one. dst stays
 // nil for null, and is non-nil (maybe empty) when the list is given.
 func (d *decoder) list(f *fields, name string, n *yaml.Node, dst *[]string) {
-	f.at[name] = d.at(n)
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if v, ok := d.scalar(f, name, n); ok {
-			*dst = []string{v}
-			f.items[name] = []pos{d.at(n)}
-			f.iraw[name] = []string{n.Value}
-		}
-		return
-	case yaml.SequenceNode:
-	default:
-		d.probs.add(f.tag(name), d.at(n), "%s must be a list of column names", name)
-		f.bad[name] = true
-		return
+	if v := d.stringList("", f, name, "a list of column names", n); v != nil {
+		*dst = v
 	}
-	out := make([]string, 0, len(n.Content))
-	for _, item := range n.Content {
-		item = resolve(item)
-		if item.Kind != yaml.ScalarNode || item.Tag == "!!null" {
-			d.probs.add(f.tag(name), d.at(item), "%s must be a list of column names", name)
-			f.bad[name] = true
-			continue
-		}
-		v, ok := d.expand(f.tag(name), name, item)
-		if !ok {
-			f.bad[name] = true
-			continue
-		}
-		out = append(out, v)
-		f.items[name] = append(f.items[name], d.at(item))
-		f.iraw[name] = append(f.iraw[name], item.Value)
-	}
-	*dst = out
 }
 
 // types reads a mapping of column name to target type text.

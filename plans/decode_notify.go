@@ -146,7 +146,7 @@ func shortDuration(t time.Duration) string {
 // without a shell; one string is the program alone.
 func (d *decoder) command(label string, f *fields, n *yaml.Node) *Command {
 	argv := d.stringList(label, f, "command", "a list: the program and its arguments (no shell)", n)
-	if argv == nil {
+	if argv == nil || f.bad["command"] {
 		return nil
 	}
 	if len(argv) == 0 {
@@ -175,6 +175,9 @@ func (d *decoder) command(label string, f *fields, n *yaml.Node) *Command {
 // matching at least one type.
 func (d *decoder) events(label string, f *fields, n *yaml.Node) []string {
 	evs := d.stringList(label, f, "events", "a list of event types (shard.halted, \"shard.*\", ...)", n)
+	if f.bad["events"] {
+		return nil
+	}
 	if evs != nil && len(evs) == 0 {
 		d.probs.add(f.tag("events"), f.where("events"), "%sevents is empty; leave it out to receive every event type", label)
 	}
@@ -209,8 +212,9 @@ func globMatchesEvent(pat string) bool {
 }
 
 // stringList reads a list of strings, ${VAR} expanded; a single scalar is a
-// list of one. It returns nil for null and for a value it could not read
-// (reported), and a non-nil list otherwise.
+// list of one. It returns nil for null and for a value that is not a list
+// (reported), and a non-nil list otherwise: without the items it could not
+// read (reported, and the field marked bad).
 func (d *decoder) stringList(label string, f *fields, name, want string, n *yaml.Node) []string {
 	f.at[name] = d.at(n)
 	var items []*yaml.Node
@@ -243,9 +247,6 @@ func (d *decoder) stringList(label string, f *fields, name, want string, n *yaml
 		out = append(out, v)
 		f.items[name] = append(f.items[name], d.at(item))
 		f.iraw[name] = append(f.iraw[name], item.Value)
-	}
-	if f.bad[name] {
-		return nil
 	}
 	return out
 }
