@@ -110,6 +110,46 @@ func (d *decoder) list(f *fields, name string, n *yaml.Node, dst *[]string) {
 	}
 }
 
+// stringList reads a list of strings, ${VAR} expanded; a single scalar is a
+// list of one. It returns nil for null and for a value that is not a list
+// (reported), and a non-nil list otherwise: without the items it could not
+// read (reported, and the field marked bad).
+func (d *decoder) stringList(label string, f *fields, name, want string, n *yaml.Node) []string {
+	f.at[name] = d.at(n)
+	var items []*yaml.Node
+	switch {
+	case n.Kind == yaml.ScalarNode && n.Tag == "!!null":
+		f.null[name] = true
+		return nil
+	case n.Kind == yaml.ScalarNode:
+		items = []*yaml.Node{n}
+	case n.Kind == yaml.SequenceNode:
+		items = n.Content
+	default:
+		d.probs.add(f.tag(name), d.at(n), "%s%s must be %s", label, name, want)
+		f.bad[name] = true
+		return nil
+	}
+	out := make([]string, 0, len(items))
+	for _, item := range items {
+		item = resolve(item)
+		if item.Kind != yaml.ScalarNode || item.Tag == "!!null" {
+			d.probs.add(f.tag(name), d.at(item), "%s%s must be %s", label, name, want)
+			f.bad[name] = true
+			continue
+		}
+		v, ok := d.expand(f.tag(name), name, item)
+		if !ok {
+			f.bad[name] = true
+			continue
+		}
+		out = append(out, v)
+		f.items[name] = append(f.items[name], d.at(item))
+		f.iraw[name] = append(f.iraw[name], item.Value)
+	}
+	return out
+}
+
 // types reads a mapping of column name to target type text.
 func (d *decoder) types(f *fields, name string, n *yaml.Node, dst *map[string]string) {
 	f.at[name] = d.at(n)
