@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -250,6 +251,7 @@ func rowsDone(st *status.Status) int64 {
 // committed FaultAfter rows, and records its owner id and tokens.
 func (d *drill) waitHolder(ctx context.Context) error {
 	var finished string
+	shards := d.shards()
 	err := d.w.waitFor(ctx, 2*time.Minute, "the holder holding every shard with "+fmt.Sprint(d.o.FaultAfter)+" rows committed", func(st *status.Status) bool {
 		for _, t := range st.Tables {
 			if t.State == "done" {
@@ -259,11 +261,13 @@ func (d *drill) waitHolder(ctx context.Context) error {
 		}
 		held := map[shardKey]status.LeaseStatus{}
 		for _, l := range st.Leases {
-			if strings.HasPrefix(l.Owner, holderName+"-") {
-				held[shardKey{l.Table, l.Shard}] = l
+			// The shards' leases only: status lists the plan's other
+			// units' too (the post-load phase, the delivery of events).
+			if k := (shardKey{l.Table, l.Shard}); strings.HasPrefix(l.Owner, holderName+"-") && slices.Contains(shards, k) {
+				held[k] = l
 			}
 		}
-		if len(held) < len(d.shards()) || rowsDone(st) < d.o.FaultAfter {
+		if len(held) < len(shards) || rowsDone(st) < d.o.FaultAfter {
 			return false
 		}
 		for k, l := range held {
