@@ -38,6 +38,14 @@ func (d *drill) collect(ctx context.Context) {
 		if c == d.holder && in.Owner == "" {
 			in.Owner = d.owner
 		}
+		if in.Owner == "" { // killed: the owner its leases showed
+			for _, e := range rep.History {
+				if e.Owner != "" && label(e.Owner) == c.name {
+					in.Owner = e.Owner
+					break
+				}
+			}
+		}
 		rep.ReplayedRows += in.ReplayedRows
 		rep.StaleRejections += in.StaleRejections
 		rep.Instances = append(rep.Instances, in)
@@ -48,13 +56,18 @@ func (d *drill) collect(ctx context.Context) {
 	if d.status == nil || ctx.Err() != nil {
 		return
 	}
-	if err := d.outcomes(ctx); err != nil {
-		rep.Error = strings.TrimPrefix(rep.Error+"; ", "; ") + err.Error()
-	}
 	if s := rep.Stream; s != nil && s.Cutover != nil && s.Cutover.Verify != nil {
 		rep.Verify = s.Cutover.Verify // the cutover's, with the writes stopped
 	} else {
 		d.verify(ctx)
+	}
+	if d.hook != nil { // before the outcomes: the takeovers of the killed standby are in its events
+		if err := d.collectNotify(ctx); err != nil {
+			rep.Error = strings.TrimPrefix(rep.Error+"; ", "; ") + err.Error()
+		}
+	}
+	if err := d.outcomes(ctx); err != nil {
+		rep.Error = strings.TrimPrefix(rep.Error+"; ", "; ") + err.Error()
 	}
 	d.rep.HandoverMs = d.handover()
 	if rep.Stream != nil {
@@ -125,14 +138,28 @@ func (d *drill) outcomes(ctx context.Context) error {
 				o.FinalToken, o.FinalState = t.Token, t.State
 			}
 		}
-		// The successor: the lowest token above the holder's that wrote the shard.
+		// The successor: the lowest token above the holder's that wrote
+		// the shard (or, in the notify drill, took it over: the killed
+		// standby printed no report).
+		succeed := func(token int64) {
+			if token > tok && (o.Successor == 0 || token < o.Successor) {
+				o.Successor = token
+			}
+		}
 		for _, in := range d.rep.Instances[1:] {
 			if in.report == nil {
 				continue
 			}
 			for _, s := range in.report.Shards {
-				if s.Table == sk.table && s.Shard == sk.shard && !s.ByOther && s.Token > tok && (o.Successor == 0 || s.Token < o.Successor) {
-					o.Successor = s.Token
+				if s.Table == sk.table && s.Shard == sk.shard && !s.ByOther {
+					succeed(s.Token)
+				}
+			}
+		}
+		if n := d.rep.Notify; n != nil {
+			for _, t := range n.TakenOver {
+				if t.Table == sk.table && t.Shard == sk.shard {
+					succeed(t.Token)
 				}
 			}
 		}

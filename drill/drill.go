@@ -42,10 +42,15 @@ const (
 	// source, a cutover at the end).
 	StreamKill  Kind = "stream-kill"  // SIGKILL of the instance applying the change stream
 	StreamPause Kind = "stream-pause" // SIGSTOP of it until a standby took the stream over, then SIGCONT
+	// SIGKILL of the holder mid-copy, then of the instance that took over
+	// right after it sent a run event and before it marked it delivered;
+	// a fresh instance finishes; every event must reach the drill's
+	// receiver.
+	Notify Kind = "notify"
 )
 
 // Kinds lists every drill.
-var Kinds = []Kind{Kill, Pause, ShortPause, Partition, LockRestart, RedisRestart, LateWrite, StreamKill, StreamPause}
+var Kinds = []Kind{Kill, Pause, ShortPause, Partition, LockRestart, RedisRestart, LateWrite, StreamKill, StreamPause, Notify}
 
 // restartsLock reports whether the kind restarts the lock service.
 func (k Kind) restartsLock() bool { return k == LockRestart || k == RedisRestart }
@@ -120,6 +125,14 @@ func (o *Options) defaults() error {
 	}
 	if o.Standbys > 8 {
 		return fmt.Errorf("drill: %d standbys; at most 8", o.Standbys)
+	}
+	if o.Kind == Notify && o.Standbys != 1 {
+		return fmt.Errorf("drill: %d standbys: the notify drill runs one, then a fresh instance", o.Standbys)
+	}
+	if o.Kind == Notify && o.Plan.File == "" {
+		// The instances run a copy of the plan file whose notify: sends
+		// to the drill: there is none to copy in the flags form.
+		return errors.New("drill: the notify drill needs a plan file (-p PLAN)")
 	}
 	if o.Persistence == "" {
 		o.Persistence = "both"
@@ -210,6 +223,11 @@ func prepare(ctx context.Context, o Options, tgt *target) error {
 		}
 		return fmt.Errorf("%w: a lease of plan %s is held (%s): an instance is running it; stop it before a drill",
 			ErrNotFresh, o.Plan.Name, strings.Join(held, ", "))
+	}
+	if o.Kind == Notify { // before --reset drops anything
+		if err := notifyFresh(ctx, rd, o.Plan.Name); err != nil {
+			return err
+		}
 	}
 	if len(st.Tables) > 0 {
 		dirt = append(dirt, fmt.Sprintf("the target holds %d checkpoints of plan %s", len(st.Tables), o.Plan.Name))

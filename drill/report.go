@@ -62,6 +62,7 @@ type Report struct {
 	Shards    []ShardOutcome       `json:"shards"`
 	LateWrite *Late                `json:"late_write,omitempty"`
 	Stream    *StreamReport        `json:"stream,omitempty"` // the stream drills
+	Notify    *NotifyReport        `json:"notify,omitempty"` // the notify drill
 	History   []Event              `json:"history"`          // lease and watermark changes seen
 	Verify    *runner.Verification `json:"verify"`           // the final migrate verify; null when it failed to run
 	Checks    []Check              `json:"checks"`
@@ -193,6 +194,9 @@ func (r *Report) evaluate() {
 	}
 	r.checkWriters(add)
 	r.checkHistory(add)
+	if r.Kind == Notify {
+		r.checkNotify(add)
+	}
 	if r.Kind == LateWrite {
 		lw := r.LateWrite
 		ok := lw != nil && lw.HeldBytes > 0 && lw.DeliveredAfterTakeoverMs >= 0 && lw.HeldMs >= r.TTLMs
@@ -236,18 +240,27 @@ func (r *Report) checkTakeovers(add addFunc) {
 }
 
 // takenOver counts the takeovers of each shard the holder held (with a
-// higher token than the holder's): ok when each has one.
+// higher token than the holder's): ok when each has one. Those of the
+// instances' reports count, and in the notify drill those the outbox's
+// shard.taken_over events record (a killed instance prints no report).
 func (r *Report) takenOver() (ok bool, parts []string) {
 	ok = true
 	for _, s := range r.Shards {
-		n := 0
+		tokens := map[int64]bool{}
 		for _, t := range r.Takeovers {
 			if t.Table == s.Table && t.Shard == s.Shard && t.Token > s.HolderToken {
-				n++
+				tokens[t.Token] = true
 			}
 		}
-		ok = ok && n >= 1
-		parts = append(parts, fmt.Sprintf("%s#%d: %d", s.Table, s.Shard, n))
+		if r.Notify != nil {
+			for _, t := range r.Notify.TakenOver {
+				if t.Table == s.Table && t.Shard == s.Shard && t.Token > s.HolderToken {
+					tokens[t.Token] = true
+				}
+			}
+		}
+		ok = ok && len(tokens) >= 1
+		parts = append(parts, fmt.Sprintf("%s#%d: %d", s.Table, s.Shard, len(tokens)))
 	}
 	return ok, parts
 }
@@ -267,7 +280,7 @@ func (r *Report) checkExits(add addFunc) {
 	h := r.holder()
 	var want []int
 	switch {
-	case r.Kind == Kill || r.Kind == StreamKill:
+	case r.Kind == Kill || r.Kind == StreamKill || r.Kind == Notify:
 		add("holder killed", h.Killed && h.Exit == -1, "exit %d", h.Exit)
 	case r.Kind == StreamPause:
 		// Woken, it finds its lease gone and a successor in the target
@@ -290,6 +303,10 @@ func (r *Report) checkExits(add addFunc) {
 			detail += fmt.Sprintf("; its stale applier transactions refused: %d", r.Stream.StaleRefused)
 		}
 		add("holder exit", !h.Killed && slices.Contains(want, h.Exit), "%s", detail)
+	}
+	if r.Kind == Notify {
+		r.checkNotifyExits(add)
+		return
 	}
 	ok, parts := true, []string{}
 	for _, s := range r.Instances[1:] {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -55,6 +56,7 @@ type drill struct {
 	taken    time.Time          // when the takeover was seen
 	faultAt  time.Time
 	late     netfault.Held
+	hook     *hook // the notify drill's receiver and plan
 	// the stream drills'
 	wr        *writer // the source's writer
 	streamTok int64   // the holder's token on the stream at the fault
@@ -123,6 +125,9 @@ func (d *drill) close() {
 		d.lockSrv.Kill()
 		_ = os.RemoveAll(d.lockSrv.Dir())
 	}
+	if d.hook != nil {
+		d.hook.close()
+	}
 }
 
 // drive sets the drill up, starts the instances, injects the fault and
@@ -136,6 +141,12 @@ func (d *drill) drive(ctx context.Context, persistence string) error {
 	env, holderEnv, err := d.proxies()
 	if err != nil {
 		return err
+	}
+	standbyEnv := env
+	if d.o.Kind == Notify {
+		if holderEnv, standbyEnv, err = d.notifyUp(env, holderEnv); err != nil {
+			return err
+		}
 	}
 	if d.status, d.closeSt, err = d.o.OpenStatus(ctx, d.plan, slog.New(slog.DiscardHandler)); err != nil {
 		return err
@@ -163,7 +174,7 @@ func (d *drill) drive(ctx context.Context, persistence string) error {
 	}
 	for i := range d.o.Standbys {
 		name := fmt.Sprintf("drill-%c", 'b'+i)
-		c, err := startChild(ctx, d.o.Binary, name, "standby", d.childArgs(), env, d.o.ChildLog)
+		c, err := startChild(ctx, d.o.Binary, name, "standby", d.childArgs(), standbyEnv, d.o.ChildLog)
 		if err != nil {
 			return fmt.Errorf("drill: start standby %s: %w", name, err)
 		}
@@ -181,50 +192,12 @@ func (d *drill) drive(ctx context.Context, persistence string) error {
 		}
 		return d.finishStream(ctx)
 	}
+	if d.o.Kind == Notify {
+		if err := d.killSuccessor(ctx, env); err != nil {
+			return err
+		}
+	}
 	return d.finish(ctx)
-}
-
-// proxies starts the holder's proxies to the target and to the lock
-// service (none when the leases are kept in the target: the target's
-// proxy cuts both), and returns the standbys' and the holder's
-// environments.
-func (d *drill) proxies() (env, holderEnv []string, err error) {
-	up := func(dsn plans.DSN, name string) (*netfault.Proxy, plans.DSN, error) {
-		addr, err := hostPort(dsn)
-		if err != nil {
-			return nil, plans.DSN{}, err
-		}
-		p, err := netfault.NewProxy(name, addr)
-		if err != nil {
-			return nil, plans.DSN{}, err
-		}
-		via, err := redirect(dsn, p.Addr())
-		return p, via, err
-	}
-	var tdsn, ldsn plans.DSN
-	if d.tproxy, tdsn, err = up(d.plan.Target, "target"); err != nil {
-		return nil, nil, err
-	}
-	if !d.plan.LockInTarget() {
-		if d.lproxy, ldsn, err = up(d.plan.Lock, "lock"); err != nil {
-			return nil, nil, err
-		}
-	}
-	if d.o.HolderLatency > 0 {
-		if err := d.tproxy.Slow(d.o.HolderLatency); err != nil {
-			return nil, nil, err
-		}
-	}
-	vars := func(target, lock plans.DSN) []string {
-		l := plans.LockDB
-		if !lock.IsZero() {
-			l = lock.Secret()
-		}
-		// MIGRATE_REDIS emptied: the drill's own environment may set it,
-		// and --lock and --redis together are refused.
-		return []string{"MIGRATE_SOURCE=" + d.plan.Source.Secret(), "MIGRATE_TARGET=" + target.Secret(), "MIGRATE_LOCK=" + l, "MIGRATE_REDIS="}
-	}
-	return vars(d.plan.Target, d.plan.Lock), vars(tdsn, ldsn), nil
 }
 
 // shards lists every shard of the plan.
@@ -246,11 +219,17 @@ func rowsDone(st *status.Status) int64 {
 	return n
 }
 
-// waitHolder waits until the holder holds every shard's lease and has
-// committed FaultAfter rows, and records its owner id and tokens.
+// waitHolder waits until the holder holds every shard's lease (and, in
+// the notify drill, the delivery of the run events) and has committed
+// FaultAfter rows, and records its owner id and tokens.
 func (d *drill) waitHolder(ctx context.Context) error {
 	var finished string
-	err := d.w.waitFor(ctx, 2*time.Minute, "the holder holding every shard with "+fmt.Sprint(d.o.FaultAfter)+" rows committed", func(st *status.Status) bool {
+	shards := d.shards()
+	what := "the holder holding every shard with " + fmt.Sprint(d.o.FaultAfter) + " rows committed"
+	if d.o.Kind == Notify {
+		what += " and delivering the run events"
+	}
+	err := d.w.waitFor(ctx, 2*time.Minute, what, func(st *status.Status) bool {
 		for _, t := range st.Tables {
 			if t.State == "done" {
 				finished = fmt.Sprintf("%s#%d", t.Table, t.Shard)
@@ -259,11 +238,13 @@ func (d *drill) waitHolder(ctx context.Context) error {
 		}
 		held := map[shardKey]status.LeaseStatus{}
 		for _, l := range st.Leases {
-			if strings.HasPrefix(l.Owner, holderName+"-") {
-				held[shardKey{l.Table, l.Shard}] = l
+			// The shards' leases only: status lists the plan's other
+			// units' too (the post-load phase, the delivery of events).
+			if k := (shardKey{l.Table, l.Shard}); strings.HasPrefix(l.Owner, holderName+"-") && slices.Contains(shards, k) {
+				held[k] = l
 			}
 		}
-		if len(held) < len(d.shards()) || rowsDone(st) < d.o.FaultAfter {
+		if len(held) < len(shards) || rowsDone(st) < d.o.FaultAfter || d.o.Kind == Notify && !d.holdsDelivery(st) {
 			return false
 		}
 		for k, l := range held {
@@ -363,7 +344,10 @@ func (d *drill) inject(ctx context.Context) (err error) {
 			d.heldShards(st)
 		}
 		err = d.streamFault(ctx)
-	case Kill:
+	case Kill, Notify:
+		if err = d.hook.slow(d.o.HolderLatency); err != nil {
+			return err
+		}
 		err = d.holder.signal(syscall.SIGKILL)
 		d.holder.wait(ctx, 10*time.Second)
 		d.rep.FaultMs = 0

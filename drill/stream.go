@@ -45,6 +45,9 @@ const appliedLog = `msg="applying the change stream"`
 
 // childArgs are the arguments of the instances' `migrate run`.
 func (d *drill) childArgs() []string {
+	if d.hook != nil {
+		return d.hook.args(d.o.PlanArgs)
+	}
 	if d.o.Kind.streams() {
 		return append(append([]string{}, d.o.PlanArgs...), "--follow")
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/dialect"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/internal/netfault"
 	"github.com/migrate-dev/migrate/plans"
 )
 
@@ -129,6 +130,49 @@ func (t *target) bounds(ctx context.Context, tb plans.Table, shard int) (dialect
 		return dialect.Range{}, err
 	}
 	return dialect.Range{Lo: cp.Lo, Hi: cp.Hi}, nil
+}
+
+// proxies starts the holder's proxies to the target and to the lock
+// service (none when the leases are kept in the target: the target's
+// proxy cuts both), and returns the standbys' and the holder's
+// environments.
+func (d *drill) proxies() (env, holderEnv []string, err error) {
+	up := func(dsn plans.DSN, name string) (*netfault.Proxy, plans.DSN, error) {
+		addr, err := hostPort(dsn)
+		if err != nil {
+			return nil, plans.DSN{}, err
+		}
+		p, err := netfault.NewProxy(name, addr)
+		if err != nil {
+			return nil, plans.DSN{}, err
+		}
+		via, err := redirect(dsn, p.Addr())
+		return p, via, err
+	}
+	var tdsn, ldsn plans.DSN
+	if d.tproxy, tdsn, err = up(d.plan.Target, "target"); err != nil {
+		return nil, nil, err
+	}
+	if !d.plan.LockInTarget() {
+		if d.lproxy, ldsn, err = up(d.plan.Lock, "lock"); err != nil {
+			return nil, nil, err
+		}
+	}
+	if d.o.HolderLatency > 0 {
+		if err := d.tproxy.Slow(d.o.HolderLatency); err != nil {
+			return nil, nil, err
+		}
+	}
+	vars := func(target, lock plans.DSN) []string {
+		l := plans.LockDB
+		if !lock.IsZero() {
+			l = lock.Secret()
+		}
+		// MIGRATE_REDIS emptied: the drill's own environment may set it,
+		// and --lock and --redis together are refused.
+		return []string{"MIGRATE_SOURCE=" + d.plan.Source.Secret(), "MIGRATE_TARGET=" + target.Secret(), "MIGRATE_LOCK=" + l, "MIGRATE_REDIS="}
+	}
+	return vars(d.plan.Target, d.plan.Lock), vars(tdsn, ldsn), nil
 }
 
 // hostPort is the TCP address of d, with the engine's default port.

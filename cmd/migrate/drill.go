@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/migrate-dev/migrate/drill"
@@ -38,6 +41,12 @@ stream-kill and stream-pause run the instances with --follow while a writer
 changes the source, strike the instance applying the change stream, then cut
 over, and report the stream's takeover, the changes applied twice and the
 write freeze.
+notify kills the holder mid-copy, then the standby that took over right after
+a webhook accepted its first shard.done (before it marked it delivered), lets
+a fresh instance finish, and counts the run events the drill's own receiver
+got against those the outbox recorded: the instances run a copy of the plan
+file whose notify: is one webhook to the drill; the plan's own sinks get
+nothing. It needs -p PLAN.
 KIND: %s.
 The target must be fresh (no rows, checkpoints or remembered lease holders of
 the plan) or --reset given. Exit 0 when every criterion passed, 3 when the verification
@@ -49,6 +58,9 @@ Example: migrate drill -p orders.yaml kill --lease-ttl 5s
 	kind, err := parseDrill(fs, args, stderr)
 	if err != nil {
 		return err
+	}
+	if drill.Kind(kind) == drill.Notify && pf.path == "" {
+		return usageError{"the notify drill needs a plan file: give -p PLAN (its instances run a copy of it whose notify: sends the run events to the drill)"}
 	}
 	plan, err := pf.load()
 	if err != nil {
@@ -188,6 +200,9 @@ func printDrill(w io.Writer, res *drill.Result) {
 		if s := d.Stream; s != nil {
 			printStream(w, s)
 		}
+		if n := d.Notify; n != nil {
+			printNotify(w, n)
+		}
 		if l := d.LateWrite; l != nil {
 			fmt.Fprintf(w, "  late write: %d bytes held %dms, delivered %dms after the takeover\n", l.HeldBytes, l.HeldMs, l.DeliveredAfterTakeoverMs)
 		}
@@ -234,4 +249,23 @@ func printStream(w io.Writer, s *drill.StreamReport) {
 		fmt.Fprintf(w, "  cutover: caught up with %s in %s, verified in %s: write freeze %s (lag at start %s); slot dropped %v\n",
 			c.SourcePos, ms(c.CatchUpMs), ms(c.VerifyMs), ms(c.FreezeMs), ms(c.LagAtStartMs), c.SlotDropped)
 	}
+}
+
+// printNotify writes the notify drill's tally of the run events.
+func printNotify(w io.Writer, n *drill.NotifyReport) {
+	for _, t := range n.TakenOver {
+		fmt.Fprintf(w, "  event shard.taken_over %s#%d: token %d after %d (%s) by %s, rto %dms to the claim (predicted %dms)\n",
+			t.Table, t.Shard, t.Token, t.PreviousToken, t.PreviousOwner, cmp.Or(t.Instance, "?"), t.RtoMs, t.PredictedRtoMs)
+	}
+	fmt.Fprintf(w, "  run events: %d recorded, %d delivered, %d redelivered, %d lost, %d duplicates after de-duplication, %d out of order, %d rejected (bad signatures)\n",
+		n.Produced, n.Delivered, n.Redelivered, n.Lost, n.Duplicates, n.OutOfOrder, n.Rejected)
+	types := make([]string, 0, len(n.ByType))
+	for _, t := range slices.Sorted(maps.Keys(n.ByType)) {
+		types = append(types, fmt.Sprintf("%s %d", t, n.ByType[t]))
+	}
+	again := "none"
+	if len(n.RedeliveredEvents) > 0 {
+		again = strings.Join(n.RedeliveredEvents, ", ")
+	}
+	fmt.Fprintf(w, "  run events by type: %s; delivered again: %s\n", strings.Join(types, ", "), again)
 }
