@@ -19,6 +19,9 @@ func (m MySQL) DrillForget() []string {
 		"DELETE FROM " + m.Quote(ProgressTable) + " WHERE plan = ?",
 		"DELETE FROM " + m.Quote(StreamTable) + " WHERE plan = ?",
 		"DELETE FROM " + m.Quote(StreamTableTable) + " WHERE plan = ?",
+		"DELETE FROM " + m.Quote(OutboxTable) + " WHERE plan = ?",
+		"DELETE FROM " + m.Quote(DeliveryTable) + " WHERE plan = ?",
+		"DELETE FROM " + m.Quote(SinkTable) + " WHERE plan = ?",
 	}
 }
 

@@ -23,6 +23,9 @@ func (p Postgres) DrillForget() []string {
 		"DELETE FROM " + p.Quote(ProgressTable) + " WHERE plan = $1",
 		"DELETE FROM " + p.Quote(StreamTable) + " WHERE plan = $1",
 		"DELETE FROM " + p.Quote(StreamTableTable) + " WHERE plan = $1",
+		"DELETE FROM " + p.Quote(OutboxTable) + " WHERE plan = $1",
+		"DELETE FROM " + p.Quote(DeliveryTable) + " WHERE plan = $1",
+		"DELETE FROM " + p.Quote(SinkTable) + " WHERE plan = $1",
 	}
 }
 

@@ -224,10 +224,11 @@ func prepare(ctx context.Context, o Options, tgt *target) error {
 		return fmt.Errorf("%w: a lease of plan %s is held (%s): an instance is running it; stop it before a drill",
 			ErrNotFresh, o.Plan.Name, strings.Join(held, ", "))
 	}
-	if o.Kind == Notify { // before --reset drops anything
-		if err := notifyFresh(ctx, rd, o.Plan.Name); err != nil {
-			return err
-		}
+	// Event ids are made of the plan, the subject and the fence token,
+	// which start over after --reset: old events would be taken for the
+	// drill's (recorded, delivered already).
+	if len(st.Events) > 0 {
+		dirt = append(dirt, fmt.Sprintf("the target holds run events of plan %s", o.Plan.Name))
 	}
 	if len(st.Tables) > 0 {
 		dirt = append(dirt, fmt.Sprintf("the target holds %d checkpoints of plan %s", len(st.Tables), o.Plan.Name))
@@ -253,10 +254,10 @@ func prepare(ctx context.Context, o Options, tgt *target) error {
 		return nil
 	}
 	if !o.Reset {
-		return fmt.Errorf("%w: %s; a drill starts from an empty target: give --reset to drop the target tables and the plan's checkpoints, watermarks, change stream and leases",
+		return fmt.Errorf("%w: %s; a drill starts from an empty target: give --reset to drop the target tables and the plan's checkpoints, watermarks, change stream, run events and leases",
 			ErrNotFresh, strings.Join(dirt, ", "))
 	}
-	o.Log.Warn("--reset: dropping the plan's target tables, checkpoints, watermarks, change stream and leases", "plan", o.Plan.Name, "found", strings.Join(dirt, ", "))
+	o.Log.Warn("--reset: dropping the plan's target tables, checkpoints, watermarks, change stream, run events and leases", "plan", o.Plan.Name, "found", strings.Join(dirt, ", "))
 	if stream { // its slot dropped first: the new run starts a stream of its own
 		r, err := o.OpenRunner(ctx, o.Plan, runner.Options{Log: o.Log}, false)
 		if err != nil {

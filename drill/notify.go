@@ -233,36 +233,14 @@ func hookPlan(src []byte, url string) ([]byte, error) {
 	return out.Bytes(), nil
 }
 
-// notifyFresh refuses a plan whose outbox holds events already. An
-// event's id is derived from the plan, its subject and the fence token,
-// and tokens start over after --reset: the drill's events would be taken
-// for the old ones (recorded already, delivered already) and never sent.
-// --reset does not delete them (the target's drill statements forget the
-// checkpoints, watermarks and stream, not the outbox).
-func notifyFresh(ctx context.Context, rd *status.Reader, plan string) error {
-	if rd.Outbox == nil {
-		return errors.New("drill: the notify drill needs the plan's outbox")
-	}
-	evs, err := rd.Outbox.Events(ctx, rd.Target, plan)
-	if err != nil || len(evs) == 0 {
-		return err
-	}
-	return fmt.Errorf("%w: the target's outbox holds %d run events of plan %s from an earlier run, which --reset does not delete: "+
-		"the drill's events would repeat their ids (made of the plan, the shard and the token, which start over) and not be sent; "+
-		"run the notify drill under a plan name not used on this target, or delete the plan's rows from %s, %s and %s",
-		ErrNotFresh, len(evs), plan, "_migrate_outbox", "_migrate_delivery", "_migrate_sink")
-}
-
 // killSuccessor is the notify drill's second fault: it waits for the
 // standby to stop itself at afterSend, SIGKILLs it, and starts the fresh
 // instance drill-c once the standby's delivery lease has lapsed.
 //
-// The wait for the lapse is deliberate: an instance that finishes while
-// another holds the delivery lease leaves what is pending to that one
-// (notify.Deliverer.Drain), and the standby is dead. Started earlier,
-// drill-c could finish the plan first and leave the events to the next
-// run; started after, it takes the delivery over at once and sends again
-// what the standby sent and did not mark.
+// Started after the lapse, drill-c takes the delivery over at once and
+// sends again what the standby sent and did not mark; started earlier, it
+// could finish the copy first and spend its end's wait (notify.Deliverer.
+// Drain, bounded) on the dead standby's lease.
 func (d *drill) killSuccessor(ctx context.Context, env []string) error {
 	b := d.standbys[0]
 	if err := waitStopped(ctx, b, afterSend); err != nil {

@@ -271,7 +271,7 @@ func Units(p *plans.Plan, shards map[string]int) []fence.Shard {
 			out = append(out, fence.Shard{Plan: p.Name, Table: t.Target, Index: i})
 		}
 	}
-	return append(out, postload.Unit(p.Name), apply.Unit(p.Name))
+	return append(out, postload.Unit(p.Name), apply.Unit(p.Name), outbox.Unit(p.Name))
 }
 
 // leases lists the shards' live leases in st and returns their holders.

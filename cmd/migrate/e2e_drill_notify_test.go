@@ -71,13 +71,13 @@ func TestDrill_Notify(t *testing.T) {
 			t.Errorf("a secret in the drill's output:\n%s", r)
 		}
 
-		// Its events stay in the outbox, which --reset does not clear:
-		// a second notify drill would repeat their ids. Refused, before
-		// anything is reset.
-		again := startMigrateEnv(t, notifyEnv, "drill", "-p", plan, "notify", "--reset", "--holder-latency", "20ms").wait(t)
+		// Its events stay in the outbox: a second drill, whose events
+		// would repeat their ids, is refused without --reset (which
+		// deletes them with the checkpoints).
+		again := startMigrateEnv(t, notifyEnv, "drill", "-p", plan, "notify", "--holder-latency", "20ms").wait(t)
 		wantCode(t, again, 2)
-		if !strings.Contains(again.stderr, "outbox holds") {
-			t.Errorf("a second notify drill on the plan: want a refusal naming the outbox\n%s", again)
+		if !strings.Contains(again.stderr, "run events of plan") {
+			t.Errorf("a second notify drill on the plan: want a refusal naming its run events\n%s", again)
 		}
 		assertDrillRows(t, e)
 	})
