@@ -2,8 +2,9 @@
 # Private PostgreSQL, MariaDB, Redis, etcd and ZooKeeper servers for development, tests
 # and the demo.
 #
-#   scripts/services.sh start [all|pg|mysql|redis|etcd|zk]
+#   scripts/services.sh start [all|pg|mysql|redis|etcd|zk|chromium]
 #                                install what is missing (apt-get), start the servers, print their URLs
+#                                (chromium: only installed, for the status page's browser test)
 #   scripts/services.sh stop     stop the servers started here (by PID)
 #   scripts/services.sh status   say which are running
 #   scripts/services.sh env      print the URLs as shell exports (servers must be running)
@@ -258,10 +259,12 @@ case "${1:-}" in
     case "$only" in all|redis) start_redis ;; esac
     case "$only" in all|etcd) start_etcd ;; esac
     case "$only" in all|zk) start_zk ;; esac
+    # A headless browser for the status page's test (cmd/migrate/e2e_statuspage_test.go).
+    case "$only" in all|chromium) need_pkg chromium chromium ;; esac
     print_env
     ;;
   stop) mkdir -p "$DIR"; exec 9>"$DIR/.lock"; flock 9; stop_all ;;
   status) status ;;
   env) print_env ;;
-  *) echo "usage: $0 start [all|pg|mysql|redis|etcd|zk] | stop | status | env" >&2; exit 2 ;;
+  *) echo "usage: $0 start [all|pg|mysql|redis|etcd|zk|chromium] | stop | status | env" >&2; exit 2 ;;
 esac

@@ -17,6 +17,7 @@ import (
 	"github.com/migrate-dev/migrate/metrics"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/runner"
+	"github.com/migrate-dev/migrate/status"
 )
 
 // runFlags are `migrate run`'s flags.
@@ -125,13 +126,17 @@ func (f *runFlags) options(ctx context.Context, plan *plans.Plan, stderr io.Writ
 	}
 	if *f.metricsAddr != "" && !*f.dry {
 		opts.Metrics = metrics.New(plan.Name)
-		mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		stop = cancel
-		addr, err := serveHTTP(mctx, *f.metricsAddr, opts.Metrics)
+		st, err := newRunStatus(&f.pf, log)
 		if err != nil {
 			return opts, stop, err
 		}
-		log.Info("serving metrics", "url", "http://"+addr.String()+"/metrics")
+		mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		stop = func() { cancel(); st.Close() }
+		addr, err := serveHTTP(mctx, *f.metricsAddr, opts.Metrics, &status.Page{Read: st.Read, Plan: plan.Name})
+		if err != nil {
+			return opts, stop, err
+		}
+		log.Info("serving metrics", "url", "http://"+addr.String()+"/metrics", "status", "http://"+addr.String()+"/")
 	}
 	return opts, stop, nil
 }
