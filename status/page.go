@@ -19,12 +19,13 @@ import (
 	"time"
 )
 
-// WriteJSON writes st as `migrate status --json` prints it: one indented
-// JSON object. The status page's /status.json is the same bytes.
-func WriteJSON(w io.Writer, st *Status) error {
+// WriteJSON writes v as every --json of the CLI prints it: one indented
+// JSON object. The status page's /status.json is `migrate status --json`'s
+// bytes.
+func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(st)
+	return enc.Encode(v)
 }
 
 // PageTimeout bounds one read of the state for the status page when

@@ -90,8 +90,8 @@ func TestReader_ReadNoCheckpoints(t *testing.T) {
 			t.Errorf("status of a plan not set up\n got %+v\nwant %+v", st, want)
 		}
 		n, units, err := e.rd.Remembered(t.Context())
-		if err != nil || n != 0 || len(units) != 4 {
-			t.Errorf("Remembered = %d, %v, %v; want 0 of 4 units (2 shards, the post-load phase, the stream)", n, units, err)
+		if err != nil || n != 0 || len(units) != 5 {
+			t.Errorf("Remembered = %d, %v, %v; want 0 of 5 units (2 shards, the post-load phase, the stream, the delivery)", n, units, err)
 		}
 	})
 }
@@ -220,8 +220,8 @@ func TestReader_Read(t *testing.T) {
 			t.Errorf("post-load %+v, want %+v", st.PostLoad, want)
 		}
 		n, units, err := rd.Remembered(ctx)
-		if err != nil || n != 1 || len(units) != 7 {
-			t.Errorf("Remembered = %d, %d units, %v; want 1 of 7 (2 + 3 shards, the post-load phase, the stream)", n, len(units), err)
+		if err != nil || n != 1 || len(units) != 8 {
+			t.Errorf("Remembered = %d, %d units, %v; want 1 of 8 (2 + 3 shards, the post-load phase, the stream, the delivery)", n, len(units), err)
 		}
 		if got, want := rd.PredictedRTO(), leaseTTL+leaseTTL/10; got != want {
 			t.Errorf("PredictedRTO = %v, want %v (TTL + poll)", got, want)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/migrate-dev/migrate/cursor"
 	"github.com/migrate-dev/migrate/fence"
+	"github.com/migrate-dev/migrate/outbox"
 	"github.com/migrate-dev/migrate/plans"
 	"github.com/migrate-dev/migrate/postload"
 	"github.com/migrate-dev/migrate/stream/apply"
@@ -167,12 +168,12 @@ func TestShards(t *testing.T) {
 func TestUnits(t *testing.T) {
 	p := &plans.Plan{Name: "p", Tables: []plans.Table{{Name: "a", Target: "ta"}, {Name: "b", Target: "tb"}, {Name: "c", Target: "tc"}}}
 	got := Units(p, map[string]int{"ta": 2, "tb": 1}) // tc: no shard known
-	want := []fence.Shard{{Plan: "p", Table: "ta", Index: 0}, {Plan: "p", Table: "ta", Index: 1}, {Plan: "p", Table: "tb", Index: 0}, postload.Unit("p"), apply.Unit("p")}
+	want := []fence.Shard{{Plan: "p", Table: "ta", Index: 0}, {Plan: "p", Table: "ta", Index: 1}, {Plan: "p", Table: "tb", Index: 0}, postload.Unit("p"), apply.Unit("p"), outbox.Unit("p")}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Units = %v, want %v", got, want)
 	}
-	if got := Units(&plans.Plan{Name: "q"}, nil); !reflect.DeepEqual(got, []fence.Shard{postload.Unit("q"), apply.Unit("q")}) {
-		t.Errorf("Units of a plan without tables = %v, want only its post-load phase and its stream", got)
+	if got := Units(&plans.Plan{Name: "q"}, nil); !reflect.DeepEqual(got, []fence.Shard{postload.Unit("q"), apply.Unit("q"), outbox.Unit("q")}) {
+		t.Errorf("Units of a plan without tables = %v, want only its post-load phase, its stream and its delivery", got)
 	}
 }
 

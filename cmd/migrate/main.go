@@ -45,7 +45,7 @@ Usage:
                    [--follow]
   migrate cutover  -p PLAN [--max-lag D] [--timeout D] [--keep-slot] [--no-verify] [--json]
   migrate abandon  -p PLAN
-  migrate status   -p PLAN [--json]
+  migrate status   -p PLAN [--json] [--watch [--interval D]] [--serve ADDR]
   migrate verify   -p PLAN [--json] [--report FILE.md] [--table NAME]
   migrate repair   -p PLAN [--table NAME] [--delete-extra] [--json]
   migrate validate -p PLAN

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -38,7 +37,7 @@ func (f *runFlags) register(fs *flag.FlagSet) {
 	f.noProgress = fs.Bool("no-progress", false, "no progress bar even on a terminal")
 	f.parallel = fs.Int("parallel", 0, "hold at most this many shards at once, leaving the others to other instances (0: the plan's shards, at most max(2, cores), at most what leaves half of each database's free connections)")
 	f.report = fs.String("report", "", "with --dry-run: also write the forecast as a Markdown report to this file")
-	f.metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics while running, e.g. :9090 or 127.0.0.1:9090")
+	f.metricsAddr = fs.String("metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics and the status page at http://ADDR/ while running, e.g. 127.0.0.1:9090")
 	f.cpuProfile = fs.String("cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	f.memProfile = fs.String("memprofile", "", "write an allocation profile at the end of the run to this file (go tool pprof)")
 	f.follow = fs.Bool("follow", false, "start a change stream at the source before the copy and keep applying it, after the copy too, until `migrate cutover` (docs/streaming.md)")
@@ -203,11 +202,7 @@ func printDryRunJSON(stdout io.Writer, plan string, d *runner.DryRun) {
 	_ = writeJSON(stdout, d)
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+func writeJSON(w io.Writer, v any) error { return status.WriteJSON(w, v) }
 
 func printReport(w io.Writer, rep *runner.Report) {
 	fmt.Fprintf(w, "plan %s: %d rows written in %d batches (%d replayed), %d stale rejections, %.1fs\n",
