@@ -48,13 +48,21 @@ type pageStatus struct {
 	PostLoad *struct {
 		State string `json:"state"`
 	} `json:"post_load"`
+	Notify []struct {
+		Name      string `json:"name"`
+		Delivered int64  `json:"delivered"`
+		Pending   int64  `json:"pending"`
+	} `json:"notify"`
+	Events []struct {
+		ID string `json:"id"`
+	} `json:"events"`
 }
 
 // readPageStatus runs `status --json` and returns its output and what it
 // says.
 func readPageStatus(t *testing.T, plan string) (string, pageStatus) {
 	t.Helper()
-	r := runMigrate(t, "status", "-p", plan, "--json")
+	r := startMigrateEnv(t, notifyEnv, "status", "-p", plan, "--json").wait(t)
 	wantCode(t, r, 0)
 	var st pageStatus
 	decodeJSON(t, r, &st)
@@ -144,7 +152,7 @@ func pageValues(dom string) map[string]string {
 		for _, m := range dataAttrRE.FindAllStringSubmatch(tag, -1) {
 			a[m[1]] = html.UnescapeString(m[2])
 		}
-		k := a["data-key"] + " " + a["data-table"]
+		k := a["data-key"] + " " + a["data-table"] + a["data-sink"]
 		if s, ok := a["data-shard"]; ok {
 			k += "#" + s
 		}
@@ -178,6 +186,18 @@ func comparePage(t *testing.T, dom string, st pageStatus) {
 			if got := vals[key+" "+tt.Table]; got != strconv.FormatInt(want, 10) {
 				t.Errorf("the page shows %s of table %s = %q, status --json says %d", key, tt.Table, got, want)
 			}
+		}
+	}
+	for _, s := range st.Notify {
+		for key, want := range map[string]int64{"delivered": s.Delivered, "pending": s.Pending} {
+			if got := vals[key+" "+s.Name]; got != strconv.FormatInt(want, 10) {
+				t.Errorf("the page shows %s of sink %s = %q, status --json says %d", key, s.Name, got, want)
+			}
+		}
+	}
+	for _, ev := range st.Events {
+		if !strings.Contains(dom, ev.ID) {
+			t.Errorf("the page does not show event %s", ev.ID)
 		}
 	}
 }
@@ -259,6 +279,8 @@ func TestStatusPage_RunAndServe(t *testing.T) {
 	e.leaseTTL, e.batchSize = "60s", 500
 	const orders = 300000
 	total := seedShop(t, e, orders)
+	rc := newReceiver(t) // the page shows the delivery of the run's events
+	e.extra = notifyPlan(rc, filepath.Join(t.TempDir(), "events.jsonl"))
 	plan := e.plan(t, planTable{name: "customers", shards: 1}, planTable{name: "orders", shards: 2}, planTable{name: "order_lines", shards: 2})
 	var passwords []string
 	for _, u := range []string{e.srcURL, e.dstURL} {
@@ -272,7 +294,7 @@ func TestStatusPage_RunAndServe(t *testing.T) {
 		t.Fatal("the test databases' DSNs hold no password: the check that the page shows none would prove nothing")
 	}
 
-	holder := startMigrate(t, "run", "-p", plan, "--instance", "holder", "--parallel", "5")
+	holder := startMigrateEnv(t, notifyEnv, "run", "-p", plan, "--instance", "holder", "--parallel", "5")
 	// Every shard held by the holder, before the standby starts.
 	poll(t, 90*time.Second, "the holder to claim the five shards", func() bool {
 		select {
@@ -289,7 +311,7 @@ func TestStatusPage_RunAndServe(t *testing.T) {
 		}
 		return claimed == 5
 	})
-	standby := startMigrate(t, "run", "-p", plan, "--instance", "standby", "--metrics-addr", "127.0.0.1:0")
+	standby := startMigrateEnv(t, notifyEnv, "run", "-p", plan, "--instance", "standby", "--metrics-addr", "127.0.0.1:0")
 	addrRE := regexp.MustCompile(`status=http://([0-9.:]+)/`)
 	var base string
 	poll(t, 60*time.Second, "the standby to serve the status page", func() bool {
@@ -359,7 +381,7 @@ func TestStatusPage_RunAndServe(t *testing.T) {
 	t.Logf("run done %v after the freeze", time.Since(frozen).Round(time.Millisecond))
 
 	// After the run: `status --serve`, no run needed.
-	srv := startMigrate(t, "status", "-p", plan, "--serve", "127.0.0.1:0")
+	srv := startMigrateEnv(t, notifyEnv, "status", "-p", plan, "--serve", "127.0.0.1:0")
 	serveRE := regexp.MustCompile(`serving the status of plan ` + regexp.QuoteMeta(e.name) + ` at (http://[0-9.:]+/)\n`)
 	poll(t, 60*time.Second, "status --serve to listen", func() bool {
 		select {
@@ -380,6 +402,9 @@ func TestStatusPage_RunAndServe(t *testing.T) {
 		if s.State != "done" {
 			t.Errorf("%s#%d is %s after the run, want done", s.Table, s.Shard, s.State)
 		}
+	}
+	if len(st.Events) == 0 || len(st.Notify) != 2 || st.Notify[0].Delivered == 0 {
+		t.Errorf("after the run: events %v, sinks %+v; want the run's events delivered", st.Events, st.Notify)
 	}
 	if st.rowsDone() != total || st.PostLoad == nil || st.PostLoad.State != "done" {
 		t.Errorf("after the run: %d of %d rows, post-load %+v; want all and done", st.rowsDone(), total, st.PostLoad)
