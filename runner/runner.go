@@ -100,9 +100,9 @@ type Deliverer interface {
 	Run(ctx context.Context)
 	// Kick wakes Run: an event was recorded.
 	Kick()
-	// Drain waits, up to timeout, until Run has nothing left to deliver
-	// (at once when another instance holds the delivery lease), and
-	// returns the events it left pending.
+	// Drain waits, up to timeout, until nothing is left to deliver (by
+	// this instance or the one holding the delivery lease), and returns
+	// how many events are left.
 	Drain(ctx context.Context, timeout time.Duration) int
 }
 
