@@ -173,11 +173,11 @@ func stoppedAt(t *testing.T, p *proc, point string) {
 
 // TestNotify_AtLeastOnceUnderFaults: run events are recorded with the
 // state change they report and delivered at least once, with one id,
-// whatever kills the holder around an event: a holder frozen inside the
-// transaction that finishes a shard (before it commits) and woken after
-// its successor finished (a zombie: it records nothing), a holder killed
-// after the commit before the send, one killed after the send before the
-// mark. A dry run records nothing. In every direction: the outbox is in
+// whatever kills the holder around an event: a holder killed inside the
+// transaction that finishes a shard (before it commits), one frozen there
+// and woken after its successor finished (a zombie: it records nothing),
+// one killed after the commit before the send, one killed after the send
+// before the mark. A dry run records nothing. In every direction: the outbox is in
 // the target, PostgreSQL or MySQL.
 func TestNotify_AtLeastOnceUnderFaults(t *testing.T) {
 	t.Parallel()
@@ -186,7 +186,7 @@ func TestNotify_AtLeastOnceUnderFaults(t *testing.T) {
 		seedFollow(t, e)
 		rc := newReceiver(t)
 		script := filepath.Join(t.TempDir(), "events.jsonl")
-		e.extra = notifyPlan(rc, script)
+		e.extra = "max_takeovers: 10\n" + notifyPlan(rc, script) // four holders die
 		plan := e.plan(t, planTable{name: "Accounts", shards: 2}, planTable{name: "order_lines", shards: 2})
 		run := func(name, point string) *proc {
 			env := append(slices.Clone(notifyEnv), "MIGRATE_FAULTPOINT="+point)
@@ -199,6 +199,9 @@ func TestNotify_AtLeastOnceUnderFaults(t *testing.T) {
 			t.Fatalf("a dry run recorded %d events", len(evs))
 		}
 
+		a := run("a", "outbox.before_commit:shard.done")
+		stoppedAt(t, a, "outbox.before_commit:shard.done")
+		a.kill(t) // its transaction, the event in it, rolls back
 		zombie := run("zombie", "outbox.before_commit:shard.done")
 		stoppedAt(t, zombie, "outbox.before_commit:shard.done")
 		for _, ev := range e.outbox(t) {
