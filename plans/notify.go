@@ -105,9 +105,11 @@ func (s Sink) Wants(typ string) bool {
 	return false
 }
 
-// URLShown is a URL for messages (here and where a sink reports errors): without its user and password, query
-// and fragment, where tokens are kept. When the text does not parse, any
-// '@' is taken for the end of a user and password, wherever it is.
+// URLShown is a URL for messages (here and where a sink reports errors):
+// its scheme and host, with "/…" for a path. A user and password, a query
+// and a fragment may hold tokens, and so may a path (Slack's and Discord's
+// webhook URLs carry theirs in it). When the text does not parse, any '@'
+// is taken for the end of a user and password, wherever it is.
 func URLShown(s string) string {
 	s, _, _ = strings.Cut(s, "#")
 	s, _, _ = strings.Cut(s, "?")
@@ -122,7 +124,11 @@ func URLShown(s string) string {
 	if at := strings.LastIndexByte(rest[:end], '@'); at >= 0 {
 		rest = rest[at+1:]
 	}
-	return scheme + "://" + rest
+	host, path, _ := strings.Cut(rest, "/")
+	if path != "" {
+		return scheme + "://" + host + "/…"
+	}
+	return scheme + "://" + host
 }
 
 // String describes the webhook without what may be secret: the URL

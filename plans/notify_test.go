@@ -220,7 +220,7 @@ func TestParse_notifyInvalid(t *testing.T) {
 			name:   "webhook and command",
 			notify: "\n  - name: ops\n    webhook: {url: ftp://h/x}\n    command: [x]\n  - name: none\n    events: [shard.done]\n  - name: nulls\n    webhook:\n    command: ~\n  - {name: rev, command: [x], webhook: {url: 'https://h/x'}}\n",
 			want: []string{
-				`plan.yaml:8:20: sink ops: webhook url "ftp://h/x" must be an http:// or https:// URL`, // both are read
+				`plan.yaml:8:20: sink ops: webhook url "ftp://h/…" must be an http:// or https:// URL`, // both are read
 				"plan.yaml:9:5: sink ops: give either webhook or command, not both",
 				"plan.yaml:10:5: sink none: give a webhook or a command",
 				"plan.yaml:12:5: sink nulls: give a webhook or a command",
@@ -242,13 +242,13 @@ func TestParse_notifyInvalid(t *testing.T) {
 				"  - name: c\n    webhook: {url: 'https:///x'}\n  - name: d\n    webhook: {url: 'https://h:port/x'}\n  - name: e\n    webhook: {url: '${OPS_URL_USER}'}\n" +
 				"  - name: f\n    webhook: {url: hooks.example.com/migrate}\n  - name: g\n    webhook: {url: 'https://u:" + urlPassword + "/x@h/y'}\n",
 			want: []string{
-				`plan.yaml:8:20: sink a: webhook url "ftp://h/x" must be an http:// or https:// URL`,
-				`plan.yaml:10:20: sink b: webhook url "https://h.example.com/x" must not hold a user or password (it would be printed with the URL): send credentials in headers, e.g. Authorization: "Bearer ${TOKEN}"`,
-				`plan.yaml:12:20: sink c: webhook url "https:///x" has no host`,
-				`plan.yaml:14:20: sink d: webhook url "https://h:port/x" is not a URL: invalid port ":port" after host`,
+				`plan.yaml:8:20: sink a: webhook url "ftp://h/…" must be an http:// or https:// URL`,
+				`plan.yaml:10:20: sink b: webhook url "https://h.example.com/…" must not hold a user or password (it would be printed with the URL): send credentials in headers, e.g. Authorization: "Bearer ${TOKEN}"`,
+				`plan.yaml:12:20: sink c: webhook url "https:///…" has no host`,
+				`plan.yaml:14:20: sink d: webhook url "https://h:port/…" is not a URL: invalid port ":port" after host`,
 				`plan.yaml:16:20: sink e: webhook url "${OPS_URL_USER}" (after expansion) must not hold a user or password (it would be printed with the URL): send credentials in headers, e.g. Authorization: "Bearer ${TOKEN}"`,
 				`plan.yaml:18:20: sink f: webhook url "hooks.example.com/migrate" must be an http:// or https:// URL`,
-				`plan.yaml:20:20: sink g: webhook url "https://h/y" is not a URL`,
+				`plan.yaml:20:20: sink g: webhook url "https://h/…" is not a URL`,
 			},
 		},
 		{
@@ -377,7 +377,7 @@ func TestWebhook_print(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := p.Notify[0].Webhook
-	if got, want := w.String(), "webhook https://hooks.example.com/migrate signed with $MIGRATE_OPS_WEBHOOK_SECRET headers Authorization,X-Team"; got != want {
+	if got, want := w.String(), "webhook https://hooks.example.com/… signed with $MIGRATE_OPS_WEBHOOK_SECRET headers Authorization,X-Team"; got != want {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 	js, err := json.Marshal(w.Headers)
@@ -397,7 +397,7 @@ func TestWebhook_print(t *testing.T) {
 			t.Errorf("a header value or the URL's query is printed:\n%s", out)
 		}
 	}
-	if got, want := string(wjs), `"Webhook":{"url":"https://hooks.example.com/migrate","secret_env":"MIGRATE_OPS_WEBHOOK_SECRET","headers":["Authorization","X-Team"]}`; !strings.Contains(got, want) {
+	if got, want := string(wjs), `"Webhook":{"url":"https://hooks.example.com/…","secret_env":"MIGRATE_OPS_WEBHOOK_SECRET","headers":["Authorization","X-Team"]}`; !strings.Contains(got, want) {
 		t.Errorf("JSON %s, want it to hold %s", got, want)
 	}
 	if got := []string{p.Notify[0].Kind(), p.Notify[1].Kind()}; !reflect.DeepEqual(got, []string{"webhook", "command"}) {
@@ -407,12 +407,15 @@ func TestWebhook_print(t *testing.T) {
 
 func TestURLShown(t *testing.T) {
 	tests := []struct{ in, want string }{
-		{"https://hooks.example.com/migrate", "https://hooks.example.com/migrate"},
-		{"https://hooks.example.com/migrate?token=abc#frag", "https://hooks.example.com/migrate"},
-		{"https://user:pw@hooks.example.com:8443/x", "https://hooks.example.com:8443/x"},
-		{"https://h/users/@me?x=1", "https://h/users/@me"}, // a path's '@' is kept when the URL parses
-		{"https://u:p/w@h/y", "https://h/y"},               // not a URL: any '@' ends a user and password
-		{"https://u:p@w@h/y", "https://h/y"},
+		{"https://hooks.example.com/migrate", "https://hooks.example.com/…"},
+		{"https://hooks.example.com/", "https://hooks.example.com"},
+		{"https://hooks.example.com", "https://hooks.example.com"},
+		{"https://hooks.example.com/migrate?token=abc#frag", "https://hooks.example.com/…"},
+		{"https://hooks.slack.com/services/T000/B000/XXXXsecret", "https://hooks.slack.com/…"},
+		{"https://user:pw@hooks.example.com:8443/x", "https://hooks.example.com:8443/…"},
+		{"https://h/users/@me?x=1", "https://h/…"}, // a path's '@' is not a user's end when the URL parses
+		{"https://u:p/w@h/y", "https://h/…"},       // not a URL: any '@' ends a user and password
+		{"https://u:p@w@h/y", "https://h/…"},
 		{"${OPS_URL}", "${OPS_URL}"},
 		{"hooks.example.com/x?k=v", "hooks.example.com/x"},
 	}
