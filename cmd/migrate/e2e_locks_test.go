@@ -111,11 +111,17 @@ func TestLocks_NoRedis(t *testing.T) {
 // TestLocks_ServiceDown: the lock service (a private etcd, a private
 // ZooKeeper) is SIGKILLed in the middle of a run and stays down for 10s
 // (past the holder's 2s lease, past the 5s bound of an acquire and past
-// all that max_retries 1 allows), then starts again with its data. The
+// all that max_retries 2 allows), then starts again with its data. The
 // holder loses its lease, waits the lock service out as an outage
 // (max_outage), not as failures, takes the shard again and finishes: exit
 // 0, the target equal to the source. Without lock.ErrUnavailable both
 // exited 4 after 11s.
+//
+// The gate holds the holder's batch until the lock service is down, and
+// opens then: a batch held longer ends at the session's bound (half the
+// lease) and counts as a failed batch, and two such (max_retries 1, the
+// gate held until the restart) halted the shard on a loaded machine
+// before its lease ran out.
 func TestLocks_ServiceDown(t *testing.T) {
 	for _, svc := range []string{"etcd", "zookeeper"} {
 		t.Run(svc, func(t *testing.T) {
@@ -130,16 +136,16 @@ func TestLocks_ServiceDown(t *testing.T) {
 					e.lock, stop, start = s.URL(testsvc.Prefix(t)), s.Stop, s.Start
 				}
 				const n = 40000
-				e.batchSize, e.leaseTTL, e.maxRetries = 500, "2s", 1
+				e.batchSize, e.leaseTTL, e.maxRetries = 500, "2s", 2
 				seedBig(t, e, "big", n)
 				g := e.gateBig(t, fmt.Sprintf("NEW.id > %d", n/2))
 				plan := e.plan(t, planTable{name: "big", key: []string{"id"}})
 				p := startMigrate(t, "run", "-p", plan, "--json", "--instance", "a")
 				g.waitHeld(t, p, 1)
 				stop()
+				g.openAll(t)
 				time.Sleep(10 * time.Second)
 				start()
-				g.openAll(t)
 				r := p.wait(t)
 				wantCode(t, r, 0)
 				if !strings.Contains(r.stderr, "could not take the shard, retrying") {
