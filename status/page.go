@@ -206,7 +206,7 @@ type takeover struct {
 }
 
 // parseTakeover reads a shard's last takeover; nil when it has none (a
-// record without a token is none, as Render has it).
+// record without a token is none). The page and Render show it.
 func parseTakeover(raw json.RawMessage) *takeover {
 	var tk takeover
 	if json.Unmarshal(raw, &tk) != nil || tk.Token == 0 {

@@ -1,7 +1,6 @@
 package status
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -38,12 +37,7 @@ func Render(w io.Writer, st *Status) error {
 			last = "-"
 		}
 		rto := "-"
-		var tk struct {
-			Token          int64 `json:"token"`
-			RtoMs          int64 `json:"rto_ms"`
-			PredictedRtoMs int64 `json:"predicted_rto_ms"`
-		}
-		if json.Unmarshal(t.LastTakeover, &tk) == nil && tk.Token != 0 {
+		if tk := parseTakeover(t.LastTakeover); tk != nil {
 			rto = fmt.Sprintf("%dms (predicted <= %dms)", tk.RtoMs, tk.PredictedRtoMs)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%s\n", t.Table, t.Shard, t.State, t.RowsDone, Rate(t.RowsPerSec), ETA(t.EtaMs), last, t.Token, t.Watermark, t.UpdatedAt, t.Takeovers, rto)
