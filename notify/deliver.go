@@ -73,6 +73,11 @@ type target struct {
 	giveUpAfter time.Duration
 }
 
+// givenUp reports whether e waited longer than the sink's give_up_after.
+func (s target) givenUp(e outbox.Event) bool {
+	return s.giveUpAfter > 0 && time.Since(e.At) > s.giveUpAfter
+}
+
 // Config is what a Deliverer works with.
 type Config struct {
 	Plan    *plans.Plan
@@ -214,7 +219,7 @@ func (d *Deliverer) pass(ctx context.Context, s target, attempts *int, log *slog
 			switch {
 			case !s.Wants(e.Type):
 				err = d.store.Mark(ctx, d.db, d.plan, s.Name(), e.ID, outbox.Skipped, 0)
-			case s.giveUpAfter > 0 && time.Since(e.At) > s.giveUpAfter:
+			case s.givenUp(e):
 				log.Error("a run event was not delivered within give_up_after; it is kept, not tried again: see `migrate events --pending`, then `migrate events redeliver`",
 					"id", e.ID, "type", e.Type, "give_up_after", s.giveUpAfter, "attempts", *attempts)
 				err = d.store.Mark(ctx, d.db, d.plan, s.Name(), e.ID, outbox.GivenUp, *attempts)
@@ -351,7 +356,7 @@ func (d *Deliverer) left(ctx context.Context) (int, error) {
 			return n, err
 		}
 		for _, e := range evs {
-			if s.Wants(e.Type) && !(s.giveUpAfter > 0 && time.Since(e.At) > s.giveUpAfter) {
+			if s.Wants(e.Type) && !s.givenUp(e) {
 				n++
 			}
 		}
